@@ -1,0 +1,285 @@
+"""``course.yml`` -> a small frozen tree of sections, exercises and parts.
+
+The loader is strict: an unknown key, a wrong type, a duplicate or a missing file raises
+``CourseConfigError`` naming the file, the line and the key, with a "did you mean" where one fits.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEVICES = ("cpu", "gpu")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class CourseConfigError(ValueError):
+    """``course.yml`` is malformed; the message says where and why."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Part:
+    id: str
+    """Dotted id used everywhere: test marker, report key, stub message (e.g. '02.ring_allreduce')."""
+    points: float
+    """Split evenly over the part's tests, public and hidden."""
+    world_sizes: tuple[int, ...]
+    """Ranks the suite runs the part on; tests taking the ``world`` fixture are parametrized over these."""
+    timeout: float = 10.0
+    """Seconds per test. Tests take milliseconds on a warm world, so 10 s only ever trips on a hang."""
+    device: str = "cpu"
+    """'cpu': runs anywhere (gloo on CPU, NCCL on GPUs); 'gpu': needs one GPU per rank, else blocked."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Exercise:
+    number: int
+    """Fixed forever: students type ``grade exercise 04``."""
+    slug: str
+    """Also accepted by ``grade exercise``; names the folders ``exercises/NN_slug`` and ``solutions/NN_slug``."""
+    title: str
+    section: int
+    files: tuple[str, ...] = ()
+    """The modules a student edits, relative to the exercise folder; the only files read from a submission."""
+    timeout: float = 120.0
+    """Wall-clock budget for the whole grading run; tests not started by then get 'timeout'."""
+    parts: tuple[Part, ...] = ()
+    """Empty while the exercise is not written yet."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.number:02d}"
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.number:02d}_{self.slug}"
+
+    @property
+    def points(self) -> float:
+        return sum(p.points for p in self.parts)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Section:
+    number: int
+    title: str
+    exercises: tuple[Exercise, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Course:
+    title: str
+    root: Path
+    sections: tuple[Section, ...]
+
+    @property
+    def exercises(self) -> tuple[Exercise, ...]:
+        return tuple(e for s in self.sections for e in s.exercises)
+
+    def exercise_dir(self, exercise: Exercise) -> Path:
+        return self.root / "exercises" / exercise.dirname
+
+    def solution_dir(self, exercise: Exercise) -> Path:
+        return self.root / "solutions" / exercise.dirname
+
+    def find(self, ref: str) -> Exercise:
+        """Resolve '4', '04' or 'nccl_internals' to an exercise; ``KeyError`` with a hint otherwise."""
+        for exercise in self.exercises:
+            if ref == exercise.slug or (ref.isdigit() and int(ref) == exercise.number):
+                return exercise
+        hint = difflib.get_close_matches(ref, [e.slug for e in self.exercises], n=1)
+        raise KeyError(f"no exercise {ref!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
+
+    def part(self, part_id: str) -> Part:
+        for exercise in self.exercises:
+            for part in exercise.parts:
+                if part.id == part_id:
+                    return part
+        raise KeyError(part_id)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# loading
+
+
+def load_course(path: Path, *, check_stubs: bool = True) -> Course:
+    """Parse and validate ``path``; every problem is a ``CourseConfigError``.
+
+    ``check_stubs=False`` skips the existence check of the generated stubs (for ``grade stubs`` itself).
+    """
+    try:
+        root_node = yaml.compose(path.read_text())
+    except yaml.YAMLError as exc:
+        raise CourseConfigError(f"{path.name}: not valid YAML: {exc}") from None
+    except OSError as exc:
+        raise CourseConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    reader = _Reader(path)
+    top = reader.mapping(root_node, "", required=("course", "sections"), optional=())
+    sections = tuple(
+        reader.section(node, f"sections[{i}]") for i, node in enumerate(reader.seq(top["sections"], "sections"))
+    )
+    course = Course(title=reader.string(top["course"], "course"), root=path.parent, sections=sections)
+    _check_unique(reader, course)
+    _check_files(reader, course, check_stubs)
+    return course
+
+
+class _Reader:
+    """Typed access to YAML nodes, raising errors that point at the node's line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.nodes: dict[str, yaml.Node] = {}
+
+    def fail(self, node: yaml.Node | None, where: str, message: str) -> CourseConfigError:
+        line = f":{node.start_mark.line + 1}" if node is not None else ""
+        return CourseConfigError(f"{self.path.name}{line}: {where}: {message}")
+
+    def mapping(
+        self, node: yaml.Node, where: str, *, required: tuple[str, ...], optional: tuple[str, ...]
+    ) -> dict[str, yaml.Node]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, where or "top level", "expected a mapping")
+        found: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            prefix = f"{where}.{key}" if where else key
+            if key not in required + optional:
+                close = difflib.get_close_matches(key, required + optional, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise self.fail(key_node, prefix, f"unknown key{hint}")
+            if key in found:
+                raise self.fail(key_node, prefix, "given twice")
+            found[key] = value_node
+            self.nodes[prefix] = value_node
+        missing = [k for k in required if k not in found]
+        if missing:
+            raise self.fail(node, where or "top level", f"missing required key {missing[0]!r}")
+        return found
+
+    def seq(self, node: yaml.Node, where: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.fail(node, where, "expected a list")
+        return list(node.value)
+
+    def scalar(self, node: yaml.Node, where: str, kind: type, expect: str) -> Any:
+        value = yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.ScalarNode) else None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise self.fail(node, where, f"expected {expect}, got {getattr(node, 'value', node)!r}")
+        return value
+
+    def string(self, node: yaml.Node, where: str) -> str:
+        return self.scalar(node, where, str, "a string")
+
+    def name(self, node: yaml.Node, where: str) -> str:
+        value = self.string(node, where)
+        if not _NAME.match(value):
+            raise self.fail(node, where, f"expected a lower_snake_case name, got {value!r}")
+        return value
+
+    def integer(self, node: yaml.Node, where: str, minimum: int) -> int:
+        value = self.scalar(node, where, int, f"an integer >= {minimum}")
+        if value < minimum:
+            raise self.fail(node, where, f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    def number(self, node: yaml.Node, where: str, *, positive: bool) -> float:
+        value = self.scalar(node, where, (int, float), "a number")
+        if value < 0 or (positive and value == 0):
+            raise self.fail(node, where, f"expected a {'positive' if positive else 'non-negative'} number")
+        return float(value)
+
+    # -----------------------------------------------------------------------------------------------------
+
+    def section(self, node: yaml.Node, where: str) -> Section:
+        f = self.mapping(node, where, required=("number", "title", "exercises"), optional=())
+        number = self.integer(f["number"], f"{where}.number", 1)
+        exercises = tuple(
+            self.exercise(n, f"{where}.exercises[{i}]", number)
+            for i, n in enumerate(self.seq(f["exercises"], f"{where}.exercises"))
+        )
+        return Section(number=number, title=self.string(f["title"], f"{where}.title"), exercises=exercises)
+
+    def exercise(self, node: yaml.Node, where: str, section: int) -> Exercise:
+        f = self.mapping(
+            node, where, required=("number", "slug", "title"), optional=("files", "timeout", "parts")
+        )
+        number = self.integer(f["number"], f"{where}.number", 1)
+        extra: dict[str, Any] = {}
+        if "files" in f:
+            extra["files"] = tuple(
+                self.string(n, f"{where}.files[{i}]") for i, n in enumerate(self.seq(f["files"], f"{where}.files"))
+            )
+        if "timeout" in f:
+            extra["timeout"] = self.number(f["timeout"], f"{where}.timeout", positive=True)
+        if "parts" in f:
+            extra["parts"] = tuple(
+                self.part(n, f"{where}.parts[{i}]", number)
+                for i, n in enumerate(self.seq(f["parts"], f"{where}.parts"))
+            )
+        return Exercise(
+            number=number, slug=self.name(f["slug"], f"{where}.slug"),
+            title=self.string(f["title"], f"{where}.title"), section=section, **extra,
+        )
+
+    def part(self, node: yaml.Node, where: str, exercise: int) -> Part:
+        f = self.mapping(
+            node, where, required=("name", "points", "world_sizes"), optional=("timeout", "device")
+        )
+        sizes_where = f"{where}.world_sizes"
+        sizes = tuple(self.integer(n, sizes_where, 1) for n in self.seq(f["world_sizes"], sizes_where))
+        if not sizes:
+            raise self.fail(f["world_sizes"], sizes_where, "expected at least one world size")
+        extra: dict[str, Any] = {}
+        if "timeout" in f:
+            extra["timeout"] = self.number(f["timeout"], f"{where}.timeout", positive=True)
+        if "device" in f:
+            device = self.string(f["device"], f"{where}.device")
+            if device not in DEVICES:
+                raise self.fail(f["device"], f"{where}.device", f"expected one of {', '.join(DEVICES)}")
+            extra["device"] = device
+        return Part(
+            id=f"{exercise:02d}.{self.name(f['name'], f'{where}.name')}",
+            points=self.number(f["points"], f"{where}.points", positive=False),
+            world_sizes=sizes,
+            **extra,
+        )
+
+
+def _check_unique(reader: _Reader, course: Course) -> None:
+    seen: dict[Any, str] = {}
+    for si, section in enumerate(course.sections):
+        for ei, exercise in enumerate(section.exercises):
+            where = f"sections[{si}].exercises[{ei}]"
+            for key, label in ((exercise.number, "number"), (exercise.slug, "slug")):
+                if (label, key) in seen:
+                    raise reader.fail(
+                        reader.nodes.get(f"{where}.{label}"), f"{where}.{label}",
+                        f"duplicate {label} {key!r} (also at {seen[(label, key)]})",
+                    )
+                seen[(label, key)] = where
+            names = [p.id for p in exercise.parts]
+            for pi, part_id in enumerate(names):
+                if part_id in names[:pi]:
+                    name_where = f"{where}.parts[{pi}].name"
+                    raise reader.fail(reader.nodes.get(name_where), name_where, f"duplicate part {part_id!r}")
+
+
+def _check_files(reader: _Reader, course: Course, check_stubs: bool) -> None:
+    has_solutions = (course.root / "solutions").is_dir()
+    for si, section in enumerate(course.sections):
+        for ei, exercise in enumerate(section.exercises):
+            where = f"sections[{si}].exercises[{ei}].files"
+            dirs = [course.exercise_dir(exercise)] if check_stubs else []
+            dirs += [course.solution_dir(exercise)] if has_solutions else []
+            for i, name in enumerate(exercise.files):
+                for folder in dirs:
+                    if not (folder / name).is_file():
+                        rel = (folder / name).relative_to(course.root)
+                        hint = " (run `grade stubs`)" if folder.parent.name == "exercises" else ""
+                        raise reader.fail(reader.nodes.get(where), f"{where}[{i}]", f"{rel} does not exist{hint}")

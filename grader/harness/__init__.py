@@ -1,0 +1,15 @@
+"""The multi-rank harness: tests run in the judge, student code only in rank workers."""
+
+from grader.harness.outcomes import CheckFailure, CommEvent, CommLog, RankFailure, RankResult
+from grader.harness.testing import World, assert_close, assert_equal
+
+__all__ = [
+    "CheckFailure",
+    "CommEvent",
+    "CommLog",
+    "RankFailure",
+    "RankResult",
+    "World",
+    "assert_close",
+    "assert_equal",
+]

@@ -1,0 +1,152 @@
+"""What a world hands back to a test: per-rank results, or an exception that becomes the test's verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_OOM_TYPES = {"MemoryError", "OutOfMemoryError"}
+# Errors a rank raises because *another* rank failed; never the first thing to show a student.
+_KNOCK_ON_MARKERS = ("Connection closed by peer", "Timed out waiting", "pair closure", "Connection reset")
+
+
+@dataclass(frozen=True)
+class CommEvent:
+    """One point-to-point call made by the rank: op is send, recv, isend or irecv."""
+
+    op: str
+    peer: int | None
+    numel: int
+    nbytes: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class CommLog:
+    """A rank's torch.distributed traffic during one task."""
+
+    events: tuple[CommEvent, ...]
+    collectives: tuple[str, ...]
+
+    @property
+    def sends(self) -> int:
+        return sum(e.op in ("send", "isend") for e in self.events)
+
+    @property
+    def recvs(self) -> int:
+        return sum(e.op in ("recv", "irecv") for e in self.events)
+
+    @property
+    def bytes_sent(self) -> int:
+        return sum(e.nbytes for e in self.events if e.op in ("send", "isend"))
+
+    @property
+    def bytes_received(self) -> int:
+        return sum(e.nbytes for e in self.events if e.op in ("recv", "irecv"))
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """One rank's answer to a task. For ``world.call``, ``returned`` and ``args`` are filled in."""
+
+    rank: int
+    value: Any
+    comm: CommLog
+    seconds: float
+
+    @property
+    def returned(self) -> Any:
+        return self.value["returned"]
+
+    @property
+    def args(self) -> list[Any]:
+        return self.value["args"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# verdicts raised into the test
+
+
+class CheckFailure(AssertionError):
+    """A check failed on one rank (or on the whole world when ``rank`` is None)."""
+
+    def __init__(self, message: str, *, rank: int | None = None, world_size: int | None = None) -> None:
+        super().__init__(message)
+        self.message, self.rank, self.world_size = message, rank, world_size
+
+
+class RankFailure(CheckFailure):
+    """The student's code raised on at least one rank."""
+
+
+class RankOutOfMemory(RankFailure):
+    """A rank ran out of memory."""
+
+
+class WorldCrashed(Exception):
+    """A rank process died (exit, signal) before it answered."""
+
+    def __init__(self, rank: int, world_size: int, how: str, log_tail: str = "") -> None:
+        detail = f"\nlast output of rank {rank}:\n{log_tail}" if log_tail.strip() else ""
+        super().__init__(f"rank {rank}/{world_size} {how} before finishing the task{detail}")
+        self.rank, self.world_size = rank, world_size
+
+
+class WorldTimeout(Exception):
+    """The world did not finish a task in time; the message says who was stuck where."""
+
+    def __init__(
+        self, timeout_s: float, stuck: list[int] | None = None, finished: list[int] | None = None,
+        details: list[str] | None = None,
+    ) -> None:
+        if stuck is None:
+            super().__init__(str(timeout_s))
+            return
+        head = f"timed out after {timeout_s:g} s: rank(s) {_ranks(stuck)} still running"
+        if finished:
+            head += f"; rank(s) {_ranks(finished)} finished (a collective or send/recv that not every rank reached?)"
+        super().__init__("\n".join([head, *(details or [])]))
+
+
+class Blocked(Exception):
+    """The part cannot run here, e.g. it needs more GPUs than this machine has."""
+
+
+class NotRun(WorldTimeout):
+    """A test that was not started because its part already hung, or the time budget ran out."""
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# replies -> results
+
+
+def rank_results(replies: dict[int, Any]) -> list[RankResult]:
+    """Turn decoded replies into ``RankResult``s, or raise the most telling rank's error."""
+    failed = {rank: reply for rank, reply in replies.items() if not reply.get("ok")}
+    if failed:
+        raise _failure(failed, len(replies))
+    return [_rank_result(rank, replies[rank]) for rank in sorted(replies)]
+
+
+def _rank_result(rank: int, reply: dict[str, Any]) -> RankResult:
+    comm = reply["comm"]
+    events = tuple(CommEvent(**event) for event in comm["events"])
+    return RankResult(rank, reply["value"], CommLog(events, tuple(comm["collectives"])), reply["seconds"])
+
+
+def _failure(failed: dict[int, Any], world_size: int) -> RankFailure:
+    def knock_on(rank: int) -> bool:
+        return any(m in failed[rank]["error"]["message"] for m in _KNOCK_ON_MARKERS)
+
+    rank = min(failed, key=lambda r: (knock_on(r), r))
+    error = failed[rank]["error"]
+    where = f" (at {error['where'][-1]})" if error["where"] else ""
+    others = sorted(set(failed) - {rank})
+    also = f"; rank(s) {_ranks(others)} failed too" if others else ""
+    message = f"{error['type']}: {error['message'][:2000]}{where}{also}"
+    kind = RankOutOfMemory if error["type"] in _OOM_TYPES else RankFailure
+    return kind(message, rank=rank, world_size=world_size)

@@ -1,0 +1,177 @@
+"""The pytest plugin that turns a suite into graded results, ordered by pytest's lifecycle.
+
+One ``GradingPlugin`` instance serves one grading run of one exercise. It parametrizes ``world`` over each
+part's world sizes, hands tests a ``World`` backed by reusable rank pools, enforces the hang and budget
+policies, and records one ``TestResult`` per test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from grader.course import Course, Exercise, Part
+from grader.harness.outcomes import (
+    Blocked,
+    CheckFailure,
+    NotRun,
+    RankOutOfMemory,
+    WorldCrashed,
+    WorldTimeout,
+)
+from grader.harness.pool import Pools
+from grader.harness.testing import World
+from grader.results import Status, TestResult
+
+
+class GradingPlugin:
+    """Grades one exercise; read ``results`` and ``errors`` after ``pytest.main`` returns."""
+
+    def __init__(self, *, course: Course, exercise: Exercise, pools: Pools, device: str, gpus: int) -> None:
+        self.course, self.exercise, self.pools = course, exercise, pools
+        self.device, self.gpus = device, gpus
+        self.results: list[TestResult] = []
+        self.errors: list[str] = []
+        """Problems with the suite itself (collection errors, unknown parts): course bugs, not verdicts."""
+        self._parts = {p.id: p for p in exercise.parts}
+        self._tests_per_part: dict[str, int] = {}
+        self._numbers: dict[str, str] = {}
+        self._hung: dict[tuple[str, int], str] = {}
+        self._started = time.monotonic()
+
+    # -----------------------------------------------------------------------------------------------------
+    # configure and collect
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """Register the ``part`` marker."""
+        config.addinivalue_line("markers", "part(id): the course.yml part this test scores for")
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Parametrize ``world`` over the part's world sizes unless the test chose its own."""
+        if "world" not in metafunc.fixturenames:
+            return
+        chosen = any("world" in m.args[0] for m in metafunc.definition.iter_markers("parametrize"))
+        part = self._part_of(metafunc.definition)
+        if not chosen and part is not None:
+            metafunc.parametrize("world", part.world_sizes, indirect=True, ids=lambda n: f"{n}ranks")
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A suite that does not import is a course bug."""
+        if report.failed:
+            self.errors.append(f"{report.nodeid}: could not be collected:\n{report.longreprtext[-3000:]}")
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Check every test names a known part; number tests and count them per part."""
+        for item in items:
+            if self._part_of(item) is None:
+                marker = item.get_closest_marker("part")
+                named = marker.args[0] if marker and marker.args else None
+                self.errors.append(f"{item.nodeid}: marked part({named!r}), not a part of {self.exercise.key}")
+        known = [i for i in items if self._part_of(i) is not None]
+        order = {p.id: n for n, p in enumerate(self.exercise.parts, start=1)}
+        for item in known:
+            part_id = self._part_of(item).id  # type: ignore[union-attr]
+            self._tests_per_part[part_id] = self._tests_per_part.get(part_id, 0) + 1
+            self._numbers[item.nodeid] = f"{order[part_id]}.{self._tests_per_part[part_id]}"
+        items[:] = known
+
+    def _part_of(self, node: pytest.Item | Any) -> Part | None:
+        marker = node.get_closest_marker("part")
+        return self._parts.get(marker.args[0]) if marker and marker.args else None
+
+    # -----------------------------------------------------------------------------------------------------
+    # fixtures
+
+    @pytest.fixture
+    def world(self, request: pytest.FixtureRequest) -> World:
+        """A ``World`` of ``request.param`` ranks for this test's part."""
+        size: int = request.param
+        part = self._part_of(request.node)
+        assert part is not None
+        self._refuse_to_start(part, size)
+        return World(self.pools.get(size), part.timeout)
+
+    @pytest.fixture
+    def reference(self) -> Callable[[str], ModuleType]:
+        """``reference("allreduce")`` imports the reference module from solutions/ into the judge."""
+        return self._load_reference
+
+    def _refuse_to_start(self, part: Part, size: int) -> None:
+        if part.device == "gpu" and self.device != "cuda":
+            raise Blocked(f"blocked: needs {size} GPUs; this run uses the CPU")
+        if self.device == "cuda" and size > self.gpus:
+            raise Blocked(f"blocked: needs {size} GPUs, found {self.gpus}")
+        if (part.id, size) in self._hung:
+            raise NotRun(
+                f"not run: {part.id} already hung at {size} ranks in {self._hung[part.id, size]}; "
+                "a deadlock is almost always structural, so fix that one first"
+            )
+        if time.monotonic() - self._started > self.exercise.timeout:
+            raise NotRun(f"not run: the exercise's time budget of {self.exercise.timeout:g} s is used up")
+
+    def _load_reference(self, module: str) -> ModuleType:
+        name = f"distgpu_reference_{self.exercise.dirname}_{module}"
+        if name not in sys.modules:
+            path = self.course.solution_dir(self.exercise) / f"{module}.py"
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            sys.modules[name] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[name])
+        return sys.modules[name]
+
+    # -----------------------------------------------------------------------------------------------------
+    # run and report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+        """Record a ``TestResult`` when a test ends: a failed setup, or the call phase."""
+        report = yield
+        if (call.when == "setup" and report.failed) or call.when == "call":
+            self.results.append(self._result(item, call, report))
+        return report
+
+    def _result(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> TestResult:
+        part = self._part_of(item)
+        assert part is not None
+        size = item.callspec.params.get("world") if hasattr(item, "callspec") else None
+        status, output = _verdict(call, report, part.id)
+        if status is Status.TIMEOUT and call.excinfo and not call.excinfo.errisinstance(NotRun):
+            self._hung[part.id, size] = item.name
+        max_score = part.points / self._tests_per_part[part.id]
+        suite = "public" if Path(str(item.path)).is_relative_to(self.course.root / "exercises") else "hidden"
+        return TestResult(
+            name=item.name, number=self._numbers[item.nodeid], part=part.id,
+            score=max_score if status is Status.PASSED else 0.0, max_score=max_score,
+            status=status, output=output, suite=suite, world_size=size, seconds=call.duration,
+        )
+
+
+def _verdict(call: pytest.CallInfo[None], report: pytest.TestReport, part_id: str) -> tuple[Status, str]:
+    """Map how a test ended to a status and a one-paragraph message for the student."""
+    if report.passed:
+        return Status.PASSED, ""
+    excinfo = call.excinfo
+    assert excinfo is not None
+    exc = excinfo.value
+    if isinstance(exc, Blocked):
+        return Status.BLOCKED, str(exc)
+    if isinstance(exc, WorldTimeout):
+        return Status.TIMEOUT, f"[{part_id}] {exc}"
+    if isinstance(exc, WorldCrashed):
+        return Status.CRASHED, f"[{part_id} rank {exc.rank}/{exc.world_size}] {exc}"
+    if isinstance(exc, CheckFailure):
+        where = f" rank {exc.rank}/{exc.world_size}" if exc.rank is not None else ""
+        status = Status.OOM if isinstance(exc, RankOutOfMemory) else Status.FAILED
+        return status, f"[{part_id}{where}] {exc.message}"
+    if isinstance(exc, AssertionError):
+        # Keep the test's own message and pytest's "assert a == b", not its "+ where" repr dump.
+        lines = [ln for ln in str(exc).strip().splitlines() if not ln.startswith(" +")][:3]
+        return Status.FAILED, f"[{part_id}] {' / '.join(lines) or 'assertion failed'}"
+    return Status.ERROR, f"[{part_id}] error in the test itself (a course bug):\n{report.longreprtext[-3000:]}"

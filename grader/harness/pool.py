@@ -1,0 +1,269 @@
+"""The judge's side of a world: N rank workers started once and reused, with a wall clock over every task.
+
+Workers are forked from a forkserver that has already imported torch, so a world costs one torch import per
+grading run rather than one per rank per test. Every reply is decoded by ``wire`` (plain data, no pickle).
+When a task outlives its deadline the judge asks each unfinished rank for its stack (SIGUSR1), kills every
+rank's process group, and raises ``WorldTimeout`` naming who was stuck where.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import tempfile
+import time
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from grader.harness import wire
+from grader.harness.outcomes import RankResult, WorldCrashed, WorldTimeout, rank_results
+from grader.harness.stacks import describe_stuck_rank
+from grader.harness.worker import WorkerSpec, worker_main
+
+MAX_REPLY_BYTES = 1 << 30
+STACK_DUMP_WAIT_S = 1.0
+START_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """How to start ranks; shared by every world of one grading run."""
+
+    backend: str
+    device: str
+    impl_dir: Path
+    programs_dir: Path
+    scratch_dir: Path
+    pg_timeout_s: float
+    start_method: str = "forkserver"
+
+
+def _context(start_method: str) -> Any:
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload(["torch", "torch.distributed", "grader.harness.worker"])
+    return ctx
+
+
+@contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start a child without it re-running the judge's ``__main__`` (multiprocessing does that by default).
+
+    Ranks need nothing from the main module, and re-running a script or CLI in every rank costs seconds.
+    """
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = saved
+
+
+@dataclass
+class _Rank:
+    process: Any
+    tasks: Connection
+    replies: Connection
+    spec: WorkerSpec
+
+
+class Pool:
+    """``size`` live rank workers. Not thread-safe; one task at a time."""
+
+    def __init__(self, size: int, config: WorldConfig) -> None:
+        self.size = size
+        self.config = config
+        self._ranks: list[_Rank] = []
+        self.start_seconds = 0.0
+
+    # -----------------------------------------------------------------------------------------------------
+    # life cycle
+
+    def start(self) -> None:
+        """Start every rank and wait until all have joined the process group."""
+        started = time.perf_counter()
+        run_dir = Path(tempfile.mkdtemp(prefix=f"world{self.size}-", dir=self.config.scratch_dir))
+        ctx = _context(self.config.start_method)
+        for rank in range(self.size):
+            self._ranks.append(self._start_rank(ctx, rank, run_dir))
+        self._await_ready()
+        self.start_seconds = time.perf_counter() - started
+
+    def _start_rank(self, ctx: Any, rank: int, run_dir: Path) -> _Rank:
+        spec = WorkerSpec(
+            rank=rank,
+            world_size=self.size,
+            backend=self.config.backend,
+            device=self.config.device,
+            store_path=run_dir / "store",
+            impl_dir=self.config.impl_dir,
+            programs_dir=self.config.programs_dir,
+            log_path=run_dir / f"rank{rank}.log",
+            stack_path=run_dir / f"rank{rank}.stack",
+            pg_timeout_s=self.config.pg_timeout_s,
+        )
+        task_recv, task_send = ctx.Pipe(duplex=False)
+        reply_recv, reply_send = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=worker_main, args=(spec, task_recv, reply_send), daemon=True)
+        with _main_module_hidden():
+            process.start()
+        task_recv.close()
+        reply_send.close()
+        return _Rank(process, task_send, reply_recv, spec)
+
+    def _await_ready(self) -> None:
+        replies = self._collect(time.monotonic() + START_TIMEOUT_S)
+        if replies is None:
+            self.kill()
+            raise WorldTimeout(f"{self.size} ranks did not start within {START_TIMEOUT_S:.0f} s")
+
+    @property
+    def alive(self) -> bool:
+        return bool(self._ranks) and all(r.process.is_alive() for r in self._ranks)
+
+    def stop(self) -> None:
+        """Ask the ranks to leave, then make sure they are gone."""
+        for rank in self._ranks:
+            try:
+                rank.tasks.send_bytes(wire.encode({"stop": True}))
+            except OSError:
+                pass
+        deadline = time.monotonic() + 2.0
+        for rank in self._ranks:
+            rank.process.join(max(0.0, deadline - time.monotonic()))
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill every rank and whatever it started (each rank leads its own process group)."""
+        for rank in self._ranks:
+            pid = rank.process.pid
+            for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+                try:
+                    target()
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for rank in self._ranks:
+            rank.process.join(5.0)
+            rank.tasks.close()
+            rank.replies.close()
+        self._ranks = []
+
+    # -----------------------------------------------------------------------------------------------------
+    # tasks
+
+    def submit(self, tasks: list[dict[str, Any]], timeout_s: float) -> list[RankResult]:
+        """Run ``tasks[rank]`` on every rank; return each rank's result, or raise on timeout or crash."""
+        assert len(tasks) == self.size and self.alive
+        for rank, task in zip(self._ranks, tasks, strict=True):
+            rank.tasks.send_bytes(wire.encode(task))
+        replies = self._collect(time.monotonic() + timeout_s)
+        if replies is None:
+            raise self._timeout(timeout_s)
+        if _may_be_poisoned(replies):
+            self.kill()  # an asymmetric failure leaves gloo pairs broken: the next test gets fresh ranks
+        return rank_results(replies)
+
+    def _collect(self, deadline: float) -> dict[int, Any] | None:
+        """Wait for one reply per rank. ``None`` on deadline; ``WorldCrashed`` when a rank dies first."""
+        replies: dict[int, Any] = {}
+        self._pending = [r for r in self._ranks]
+        while self._pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            handles = [r.replies for r in self._pending] + [r.process.sentinel for r in self._pending]
+            for ready in wait(handles, timeout=remaining):
+                self._take(ready, replies)
+        return replies
+
+    def _take(self, ready: Any, replies: dict[int, Any]) -> None:
+        for rank in list(self._pending):
+            if ready is rank.replies:
+                try:
+                    replies[rank.spec.rank] = wire.decode(rank.replies.recv_bytes(MAX_REPLY_BYTES))
+                except (EOFError, OSError):
+                    raise self._crashed(rank) from None
+                except wire.WireError as exc:
+                    self.kill()
+                    raise WorldCrashed(rank.spec.rank, self.size, f"sent a malformed reply ({exc})") from None
+                self._pending.remove(rank)
+            elif ready == rank.process.sentinel:
+                raise self._crashed(rank)
+
+    def _crashed(self, rank: _Rank) -> WorldCrashed:
+        rank.process.join(1.0)
+        code = rank.process.exitcode
+        self.kill()
+        if code is not None and code < 0:
+            how = f"was killed by signal {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code}"
+        return WorldCrashed(rank.spec.rank, self.size, how, log_tail=_tail(rank.spec.log_path))
+
+    def _timeout(self, timeout_s: float) -> WorldTimeout:
+        stuck = [r for r in self._pending]
+        for rank in stuck:
+            try:
+                os.kill(rank.process.pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+        time.sleep(STACK_DUMP_WAIT_S)
+        finished = sorted(set(range(self.size)) - {r.spec.rank for r in stuck})
+        lines = [
+            describe_stuck_rank(r.spec.rank, self.size, _read(r.spec.stack_path), self.config.impl_dir)
+            for r in stuck
+        ]
+        self.kill()
+        return WorldTimeout(timeout_s, [r.spec.rank for r in stuck], finished, lines)
+
+
+def _may_be_poisoned(replies: dict[int, Any]) -> bool:
+    """False when every rank succeeded, or every rank failed before any communication (an untouched stub)."""
+    failed = [r for r in replies.values() if not r.get("ok")]
+    if not failed:
+        return False
+    quiet = all(not r["comm"]["events"] and not r["comm"]["collectives"] for r in replies.values())
+    return len(failed) < len(replies) or not quiet
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    return _read(path)[-limit:]
+
+
+class Pools:
+    """One ``Pool`` per world size, started on first use and restarted after it was killed."""
+
+    def __init__(self, config: WorldConfig) -> None:
+        self.config = config
+        self._pools: dict[int, Pool] = {}
+        self.starts: list[tuple[int, float]] = []
+        """(world size, seconds) for every start, for reports and benchmarks."""
+
+    def get(self, size: int) -> Pool:
+        pool = self._pools.get(size)
+        if pool is None or not pool.alive:
+            if pool is not None:
+                pool.kill()
+            pool = self._pools[size] = Pool(size, self.config)
+            pool.start()
+            self.starts.append((size, pool.start_seconds))
+        return pool
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.stop()
+        self._pools.clear()

@@ -1,0 +1,197 @@
+"""A rank worker: the only process that runs submission code.
+
+It joins the process group once, then serves tasks from the judge until told to stop. A task names a rank
+program and its inputs; the reply carries plain data only (see ``wire``). Student output goes to a per-rank
+log file, and SIGUSR1 dumps every thread's stack to a per-rank stack file (the judge sends it on a hang).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib.util
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from grader.harness import comm, wire
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a rank needs to start; sent from the trusted judge."""
+
+    rank: int
+    world_size: int
+    backend: str
+    device: str
+    store_path: Path
+    impl_dir: Path
+    programs_dir: Path
+    log_path: Path
+    stack_path: Path
+    pg_timeout_s: float
+
+
+@dataclass
+class RankContext:
+    """What a rank program sees: its place in the world and the student's modules."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+    impl_dir: Path
+
+    def submission(self, module: str) -> ModuleType:
+        """Import (once) the student's ``module`` from the directory being graded."""
+        if module not in sys.modules:
+            path = self.impl_dir / f"{module}.py"
+            if not path.is_file():
+                raise ModuleNotFoundError(f"the submission has no {module}.py")
+            spec = importlib.util.spec_from_file_location(module, path)
+            assert spec is not None and spec.loader is not None
+            loaded = importlib.util.module_from_spec(spec)
+            sys.modules[module] = loaded
+            try:
+                spec.loader.exec_module(loaded)
+            except BaseException:
+                del sys.modules[module]
+                raise
+        return sys.modules[module]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# start-up
+
+
+def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> None:
+    """Process entry point: set up, join the group, serve tasks, exit without running atexit hooks."""
+    os.setsid()  # own process group: the judge kills the rank and anything it started in one call
+    _redirect_output(spec.log_path)
+    stack_file = open(spec.stack_path, "w")  # noqa: SIM115 - lives as long as the process
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    torch.set_num_threads(1)
+    ctx = _join_world(spec)
+    comm.install()
+    sys.path.insert(0, str(spec.impl_dir))  # the student's modules may import each other
+    replies.send_bytes(wire.encode({"ready": spec.rank}))
+    _serve(ctx, spec, tasks, replies)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _redirect_output(log_path: Path) -> None:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def _join_world(spec: WorkerSpec) -> RankContext:
+    device = torch.device("cpu")
+    kwargs: dict[str, Any] = {}
+    if spec.device == "cuda":
+        device = torch.device("cuda", spec.rank)
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device
+    dist.init_process_group(
+        spec.backend,
+        init_method=f"file://{spec.store_path}",
+        rank=spec.rank,
+        world_size=spec.world_size,
+        timeout=timedelta(seconds=spec.pg_timeout_s),
+        **kwargs,
+    )
+    return RankContext(spec.rank, spec.world_size, device, spec.impl_dir)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# serving tasks
+
+
+def _serve(ctx: RankContext, spec: WorkerSpec, tasks: Connection, replies: Connection) -> None:
+    while True:
+        try:
+            task = wire.decode(tasks.recv_bytes())
+        except EOFError:
+            return
+        if task.get("stop"):
+            return
+        replies.send_bytes(_run_task(ctx, spec, task))
+
+
+def _run_task(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> bytes:
+    comm.RECORDER.reset(frozenset(task.get("forbid", ())))
+    started = time.perf_counter()
+    try:
+        value = _dispatch(ctx, spec, task)
+        reply = {"ok": True, "value": value}
+        frame = wire.encode(reply | {"comm": comm.RECORDER.summary(), "seconds": _since(started)})
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the student cannot end the rank
+        reply = {"ok": False, "error": _describe(exc, spec.impl_dir)}
+        frame = wire.encode(reply | {"comm": comm.RECORDER.summary(), "seconds": _since(started)})
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return frame
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
+
+
+def _dispatch(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> Any:
+    if task["kind"] == "call":
+        return call(ctx, task["module"], task["function"], task["args"], task["kwargs"])
+    module_name, _, function_name = task["program"].partition(":")
+    program = getattr(_load_program_module(spec.programs_dir, module_name), function_name)
+    return program(ctx, **task["inputs"])
+
+
+def call(ctx: RankContext, module: str, function: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The generic rank program: ``module.function(*args, **kwargs)`` on this rank's device.
+
+    Returns the return value and the positional arguments after the call, so in-place writes are visible.
+    """
+    args = [_to_device(a, ctx.device) for a in args]
+    kwargs = {k: _to_device(v, ctx.device) for k, v in kwargs.items()}
+    returned = getattr(ctx.submission(module), function)(*args, **kwargs)
+    return {"returned": returned, "args": args}
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, list):
+        return [_to_device(v, device) for v in value]
+    return value
+
+
+def _load_program_module(programs_dir: Path, name: str) -> ModuleType:
+    key = f"distgpu_programs_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, programs_dir / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[key] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[key])
+    return sys.modules[key]
+
+
+def _describe(exc: BaseException, impl_dir: Path) -> dict[str, Any]:
+    """The error as the student should see it: type, message, and the frames from their own files."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(str(impl_dir))]
+    where = [f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames]
+    message = str(exc) if not isinstance(exc, SystemExit) else f"called sys.exit({exc.code!r})"
+    return {"type": type(exc).__name__, "message": message, "where": where}

@@ -1,0 +1,81 @@
+"""Grading results as plain data: a superset of Gradescope's results.json, built only from JSON values."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    OOM = "oom"
+    BLOCKED = "blocked"
+    ERROR = "error"
+    """The grader or the course itself broke (e.g. a hidden suite that does not import); never the student."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TestResult:
+    name: str
+    """The pytest node name, e.g. 'test_uneven_sizes[4ranks]'."""
+    number: str
+    """Gradescope's 'number': '<part index>.<test index>', both from 1."""
+    part: str
+    score: float
+    max_score: float
+    status: Status
+    output: str = ""
+    """One or more lines for the student; failures start with '[part rank r/R]'."""
+    suite: str = "hidden"
+    """'public' (exercises/, shipped to students) or 'hidden' (solutions/, instructor-only)."""
+    world_size: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def visibility(self) -> str:
+        return "visible" if self.suite == "public" else "after_published"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExerciseResult:
+    exercise: str
+    """Two-digit number, e.g. '02'."""
+    title: str
+    graded: str
+    """What was graded: 'your work in exercises/02_ring_tree', 'the reference solution', a submission path."""
+    device: str
+    tests: tuple[TestResult, ...] = ()
+    execution_time: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+    """Run-level remarks, e.g. 'the hidden suite is not available: public checks only'."""
+
+    @property
+    def score(self) -> float:
+        return round(sum(t.score for t in self.tests), 6)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(t.max_score for t in self.tests), 6)
+
+    @property
+    def full_marks(self) -> bool:
+        return bool(self.tests) and all(t.status is Status.PASSED for t in self.tests)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tests"] = [asdict(t) | {"status": str(t.status)} for t in self.tests]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExerciseResult:
+        """Rebuild from ``to_dict`` output (e.g. JSON from a container); ``ValueError`` on anything else."""
+        try:
+            tests = tuple(TestResult(**t | {"status": Status(t["status"])}) for t in data["tests"])
+            fields = {k: data[k] for k in ("exercise", "title", "graded", "device", "execution_time")}
+            return cls(tests=tests, notes=tuple(data.get("notes", ())), **fields)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a grading result: {exc}") from None

@@ -1,0 +1,41 @@
+"""Runners execute one grading job and return its result; they know nothing about report formats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from grader.course import Course, Exercise
+from grader.results import ExerciseResult
+
+
+class SuiteError(RuntimeError):
+    """The exercise's own tests are broken (they do not import, or name unknown parts): a course bug."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GradeJob:
+    course: Course
+    exercise: Exercise
+    source: Path
+    """A folder or .zip holding the exercise's editable files (the student's folder, a submission, solutions/)."""
+    label: str
+    """How the report names what was graded."""
+    device: str = "auto"
+    """'auto' (CUDA when available), 'cpu' (gloo) or 'cuda' (NCCL, one GPU per rank)."""
+
+
+class Runner(Protocol):
+    def run(self, job: GradeJob) -> ExerciseResult:
+        """Grade ``job``. Submission faults become verdicts; only course bugs raise (``SuiteError``)."""
+        ...
+
+
+def make_runner(name: str) -> Runner:
+    """The runner called ``name``; ``ValueError`` for an unknown one."""
+    if name == "local":
+        from grader.runners.local import LocalRunner
+
+        return LocalRunner()
+    raise ValueError(f"unknown backend {name!r}; available: local")

@@ -1,0 +1,84 @@
+"""The local runner: the judge is this process, rank workers are forked on this machine."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.harness.plugin import GradingPlugin
+from grader.harness.pool import Pools, WorldConfig
+from grader.results import ExerciseResult
+from grader.runners import GradeJob, SuiteError
+from grader.submission import stage
+
+PG_TIMEOUT_MARGIN_S = 30.0
+"""gloo's own timeout stays longer than any test's, so the judge's clock (with stacks) always fires first."""
+
+
+class LocalRunner:
+    def __init__(self, *, start_method: str = "forkserver") -> None:
+        self.start_method = start_method
+        self.last_pools: Pools | None = None
+        """The pools of the last run, kept for benchmarks (start counts and times)."""
+
+    def run(self, job: GradeJob) -> ExerciseResult:
+        started = time.perf_counter()
+        scratch = Path(tempfile.mkdtemp(prefix="distgpu-"))
+        try:
+            notes = stage(job.source, job.exercise.files, scratch / "impl")
+            plugin = self._grade(job, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if plugin.errors:
+            raise SuiteError("\n".join(plugin.errors))
+        suites = _suites(job)
+        if len(suites) == 1 and suites[0].name == "test_public.py":
+            notes.append("the hidden suite is not available here: this score covers the public checks only")
+        return ExerciseResult(
+            exercise=job.exercise.key, title=job.exercise.title, graded=job.label, device=plugin.device,
+            tests=tuple(sorted(plugin.results, key=lambda t: tuple(int(n) for n in t.number.split(".")))),
+            execution_time=round(time.perf_counter() - started, 3), notes=tuple(notes),
+        )
+
+    def _grade(self, job: GradeJob, scratch: Path) -> GradingPlugin:
+        device, gpus = _resolve_device(job.device)
+        config = WorldConfig(
+            backend="nccl" if device == "cuda" else "gloo", device=device, impl_dir=scratch / "impl",
+            programs_dir=job.course.exercise_dir(job.exercise), scratch_dir=scratch,
+            pg_timeout_s=max(p.timeout for p in job.exercise.parts) + PG_TIMEOUT_MARGIN_S,
+            start_method=self.start_method,
+        )
+        self.last_pools = pools = Pools(config)
+        plugin = GradingPlugin(course=job.course, exercise=job.exercise, pools=pools, device=device, gpus=gpus)
+        args = [
+            *map(str, _suites(job)), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:stepwise",
+            "--import-mode=importlib", "--rootdir", str(job.course.root), "-o", "addopts=", "-W", "ignore",
+        ]
+        try:
+            pytest.main(args, plugins=[plugin])
+        finally:
+            pools.close()
+        return plugin
+
+
+def _suites(job: GradeJob) -> list[Path]:
+    candidates = [
+        job.course.exercise_dir(job.exercise) / "test_public.py",
+        job.course.solution_dir(job.exercise) / "test_hidden.py",
+    ]
+    return [path for path in candidates if path.is_file()]
+
+
+def _resolve_device(requested: str) -> tuple[str, int]:
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if requested == "auto":
+        return ("cuda" if gpus else "cpu"), gpus
+    if requested == "cuda" and not gpus:
+        raise ValueError("--device cuda: no CUDA device is visible here")
+    return requested, gpus
