@@ -123,7 +123,7 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
     sections = tuple(
         reader.section(node, f"sections[{i}]") for i, node in enumerate(reader.seq(top["sections"], "sections"))
     )
-    course = Course(title=reader.string(top["course"], "course"), root=path.parent, sections=sections)
+    course = Course(title=reader.string(top["course"], "course"), root=path.resolve().parent, sections=sections)
     _check_unique(reader, course)
     _check_files(reader, course, check_stubs)
     return course

@@ -20,6 +20,8 @@ class Status(StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TestResult:
+    __test__ = False  # not a pytest test class, despite the name
+
     name: str
     """The pytest node name, e.g. 'test_uneven_sizes[4ranks]'."""
     number: str

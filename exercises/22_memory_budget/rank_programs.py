@@ -1,4 +1,4 @@
-"""Trusted rank programs for exercise 22: rebuild a config dataclass on the rank, then call the student's function.
+"""Trusted rank programs for exercise 22: rebuild a config dataclass on the rank, then call the student.
 
 A dataclass cannot cross the judge/worker boundary, so tests send the config as a dict of its fields and the
 rank turns it back into the student's own `LlamaConfig` or `DeepSeekV3Config`.
@@ -10,7 +10,12 @@ from typing import Any
 
 
 def with_config(
-    ctx: Any, *, function: str, config_class: str, config: dict[str, Any], kwargs: dict[str, Any] | None = None
+    ctx: Any,
+    *,
+    function: str,
+    config_class: str,
+    config: dict[str, Any],
+    kwargs: dict[str, Any] | None = None,
 ) -> Any:
     """Return `memory.<function>(memory.<config_class>(**config), **kwargs)` from the submission."""
     memory = ctx.submission("memory")

@@ -67,10 +67,10 @@ def _to_json(value: Any, blobs: list[bytes], where: str) -> Any:
 
 
 def _tensor_to_json(tensor: torch.Tensor, blobs: list[bytes], where: str) -> dict[str, Any]:
+    if tensor.layout != torch.strided or tensor.dtype not in _DTYPE_NAMES:
+        raise WireError(f"{where}: unsupported tensor ({tensor.dtype}, {tensor.layout})")
     # as_subclass drops any student Tensor subclass; the bytes are read straight from memory.
     plain = torch.Tensor.as_subclass(tensor.detach(), torch.Tensor).to("cpu").contiguous()
-    if plain.layout != torch.strided or plain.dtype not in _DTYPE_NAMES:
-        raise WireError(f"{where}: unsupported tensor ({plain.dtype}, {plain.layout})")
     nbytes = plain.numel() * plain.element_size()
     blobs.append(ctypes.string_at(plain.data_ptr(), nbytes) if nbytes else b"")
     return {TENSOR_KEY: len(blobs) - 1, "dtype": _DTYPE_NAMES[plain.dtype], "shape": list(plain.shape)}

@@ -1,7 +1,7 @@
 """Memory budget: count every byte a GPU holds while it trains or serves a transformer.
 
-Model states, mixed-precision Adam: 2Ψ (bf16 weights) + 2Ψ (bf16 grads) + KΨ (fp32 master, m, v; K = 12), and ZeRO
-stage 1/2/3 shards the optimizer / +grads / +weights over N_d ranks (Rajbhandari et al. 2020, arXiv 1910.02054).
+Model states of mixed-precision Adam: 2Ψ bf16 weights + 2Ψ bf16 grads + KΨ (fp32 master, m, v; K = 12);
+ZeRO stage 1/2/3 shards optimizer / +grads / +weights over N_d ranks (Rajbhandari et al. 2020, 1910.02054).
 Activations per layer: sbh(34 + 5as/h) bytes, then /t with TP+SP (Korthikanti et al. 2022, arXiv 2205.05198).
 KV cache: 2 (K and V) x layers x kv_heads x head_dim x tokens x bytes. Check: `grade exercise 22`.
 Symbols: Ψ parameters, N_d data-parallel degree, s sequence, b micro-batch, h hidden, a heads, t TP degree.
@@ -35,8 +35,8 @@ class LlamaConfig:
 
 @dataclass(frozen=True)
 class DeepSeekV3Config:
-    """A DeepSeek-V3-style MoE decoder: MLA attention; the first `n_dense_layers` layers have a dense SwiGLU MLP,
-    every later layer an MoE of shared experts + routed experts (top-`n_activated_experts` per token)."""
+    """A DeepSeek-V3-style MoE decoder with MLA attention. The first `n_dense_layers` layers have a dense
+    SwiGLU MLP, every later one an MoE of shared + routed experts (top-`n_activated_experts` per token)."""
 
     vocab_size: int
     dim: int
@@ -56,31 +56,32 @@ class DeepSeekV3Config:
     tie_embeddings: bool = False
 
 
-# Llama-3 (the same shapes as Llama-3.1): pytorch/torchtitan torchtitan/models/llama3/__init__.py gives dim, n_layers,
-# n_heads, n_kv_heads and ffn_dim_multiplier/multiple_of, which make the FFN width int(8*dim/3) * 1.3 rounded up to
-# 1024 (8B) or 4096 (70B); vocab 128256, untied (ground-truth.md §11). Same numbers in the released configs:
-# https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json (intermediate_size, tie_word_embeddings).
+# Llama-3 (same shapes as Llama-3.1): pytorch/torchtitan torchtitan/models/llama3/__init__.py gives dim,
+# n_layers, n_heads, n_kv_heads, and ffn_dim_multiplier 1.3 / multiple_of 1024 (8B) or 4096 (70B), so the FFN
+# width is int(8*dim/3) * 1.3 rounded up: 14336 and 28672. Vocab 128256, embeddings untied (ground-truth.md
+# §11). The released configs agree: https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json
 LLAMA3_8B = LlamaConfig(vocab_size=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim=14336)
 LLAMA3_70B = LlamaConfig(vocab_size=128256, dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim=28672)
 
-# DeepSeek-V3 671B: torchtitan torchtitan/models/deepseek_v3/__init__.py (`_671b`), ground-truth.md §11; the same
-# values as https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json (first_k_dense_replace=3,
-# intermediate_size=18432, moe_intermediate_size=2048, n_routed_experts=256, n_shared_experts=1, num_experts_per_tok=8).
+# DeepSeek-V3 671B: torchtitan torchtitan/models/deepseek_v3/__init__.py (`_671b`; ground-truth.md §11), the
+# same as https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json (first_k_dense_replace 3,
+# intermediate_size 18432, moe_intermediate_size 2048, n_routed_experts 256, num_experts_per_tok 8).
 DEEPSEEK_V3 = DeepSeekV3Config(
-    vocab_size=129280, dim=7168, n_layers=61, n_dense_layers=3, dense_ffn_dim=18432, n_heads=128,
-    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+    vocab_size=129280, dim=7168, n_layers=61, n_dense_layers=3, dense_ffn_dim=18432,
+    n_heads=128, q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+    v_head_dim=128,
     n_routed_experts=256, n_shared_experts=1, n_activated_experts=8, moe_ffn_dim=2048,
 )  # fmt: skip
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 22.parameters: count weights from a config
 
 
 def swiglu_mlp_params(dim: int, ffn_dim: int) -> int:
-    """Weights of one SwiGLU MLP, w2(silu(w1 x) * w3 x): w1 and w3 map dim -> ffn_dim, w2 maps ffn_dim -> dim."""
+    """Weights of one SwiGLU MLP, w2(silu(w1 x) * w3 x): w1, w3 map dim -> ffn_dim, w2 ffn_dim -> dim."""
     ### BEGIN SOLUTION 22.parameters
-    # Shazeer 2020 (arXiv 2002.05202) eq. 6: the gate w1 is a THIRD matrix next to the usual up (w3) and down (w2)
+    # Shazeer 2020 (arXiv 2002.05202) eq. 6: the gate w1 is a THIRD matrix next to up (w3) and down (w2)
     return 3 * dim * ffn_dim
     ### END SOLUTION
 
@@ -96,9 +97,9 @@ def gqa_attention_params(cfg: LlamaConfig) -> int:
 
 
 def llama_params(cfg: LlamaConfig) -> int:
-    """Every weight of a Llama model: token embedding (vocab x dim); per layer one attention block, one SwiGLU MLP
-    and two RMSNorm weight vectors (dim each); a final RMSNorm (dim); the output head (dim -> vocab), which adds
-    nothing when cfg.tie_embeddings."""
+    """Every weight of a Llama model: the token embedding (vocab x dim); per layer one attention block, one
+    SwiGLU MLP and two RMSNorm weight vectors (dim each); a final RMSNorm (dim); the output head
+    (dim -> vocab), which adds nothing when cfg.tie_embeddings."""
     ### BEGIN SOLUTION 22.parameters
     embedding = cfg.vocab_size * cfg.dim  # 525.3 M for Llama-3 8B
     head = 0 if cfg.tie_embeddings else cfg.vocab_size * cfg.dim  # Llama-3 8B/70B do NOT tie: another 525.3 M
@@ -111,26 +112,28 @@ def llama_params(cfg: LlamaConfig) -> int:
 def mla_attention_params(cfg: DeepSeekV3Config) -> int:
     """Weights of one multi-head latent attention block, as DeepSeek-V3's modeling_deepseek.py builds it:
     q_a (dim -> q_lora_rank), q_a_norm (q_lora_rank), q_b (q_lora_rank -> n_heads*(qk_nope + qk_rope)),
-    kv_a (dim -> kv_lora_rank + qk_rope), kv_a_norm (kv_lora_rank), kv_b (kv_lora_rank -> n_heads*(qk_nope + v)),
-    o (n_heads*v_head_dim -> dim). No biases."""
+    kv_a (dim -> kv_lora_rank + qk_rope), kv_a_norm (kv_lora_rank),
+    kv_b (kv_lora_rank -> n_heads*(qk_nope + v_head_dim)), o (n_heads*v_head_dim -> dim). No biases."""
     ### BEGIN SOLUTION 22.parameters
     qk_head_dim = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim  # 192: each query is [no-RoPE part | RoPE part]
     q = cfg.dim * cfg.q_lora_rank + cfg.q_lora_rank + cfg.q_lora_rank * cfg.n_heads * qk_head_dim
     # kv_a also emits the ONE RoPE key that all heads share (DeepSeek-V2 §2.1.3), hence + qk_rope_head_dim
     kv_a = cfg.dim * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) + cfg.kv_lora_rank
-    kv_b = cfg.kv_lora_rank * cfg.n_heads * (cfg.qk_nope_head_dim + cfg.v_head_dim)  # latent -> per-head k_nope, v
+    # kv_b rebuilds every head's no-RoPE key and its value from the latent
+    kv_b = cfg.kv_lora_rank * cfg.n_heads * (cfg.qk_nope_head_dim + cfg.v_head_dim)
     o = cfg.n_heads * cfg.v_head_dim * cfg.dim
     return q + kv_a + kv_b + o  # 187.1 M for DeepSeek-V3
     ### END SOLUTION
 
 
 def deepseek_v3_params(cfg: DeepSeekV3Config) -> dict[str, int]:
-    """Weights of the main model (the multi-token-prediction module excluded), as {"total": ..., "active": ...}.
+    """Weights of the main model, the multi-token-prediction module excluded: {"total": ..., "active": ...}.
 
-    total: embedding, output head (unless tied), final RMSNorm (dim), and per layer: MLA, two RMSNorms (dim each), then
-    a dense SwiGLU MLP (dense_ffn_dim) in the first n_dense_layers layers, else an MoE: router weight
-    (n_routed_experts x dim) + router bias (n_routed_experts), n_shared_experts + n_routed_experts SwiGLU experts.
-    active: the weights one token's forward pass reads, the same minus the routed experts it was not sent to.
+    total: embedding, output head (unless tied), final RMSNorm (dim), and per layer: MLA, two RMSNorms (dim
+    each), then a dense SwiGLU MLP (dense_ffn_dim) in the first n_dense_layers layers, else an MoE: router
+    weight (n_routed_experts x dim) + router bias (n_routed_experts), n_shared_experts + n_routed_experts
+    SwiGLU experts (moe_ffn_dim). active: what one token's forward pass reads, i.e. the same minus the routed
+    experts it was not sent to.
     """
     ### BEGIN SOLUTION 22.parameters
     expert = swiglu_mlp_params(cfg.dim, cfg.moe_ffn_dim)  # 44.0 M: small "fine-grained" experts
@@ -148,41 +151,41 @@ def deepseek_v3_params(cfg: DeepSeekV3Config) -> dict[str, int]:
     ### END SOLUTION
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 22.training_state: weights, gradients and optimizer state per GPU
 
 
 def training_state_bytes(
     num_params: int, *, zero_stage: int, dp_degree: int, tp_degree: int = 1, pp_degree: int = 1
 ) -> dict[str, float]:
-    """Bytes per GPU of the model states of mixed-precision Adam, as {"params", "grads", "optimizer", "total"}.
+    """Bytes per GPU of mixed-precision Adam's model states: {"params", "grads", "optimizer", "total"}.
 
-    params: bf16 weights, 2 B each; grads: bf16 gradients, 2 B each; optimizer: fp32 master weights + Adam momentum
-    + Adam variance, 4 + 4 + 4 B each. Tensor and pipeline parallelism first split the model evenly over
-    tp_degree * pp_degree GPUs. ZeRO then shards over the dp_degree data-parallel ranks: stage 0 (plain DDP)
-    nothing, stage 1 the optimizer state, stage 2 also the gradients, stage 3 also the weights.
+    params: bf16 weights, 2 B each; grads: bf16 gradients, 2 B each; optimizer: fp32 master weights + Adam
+    momentum + Adam variance, 4 + 4 + 4 B each. Tensor and pipeline parallelism first split the model evenly
+    over tp_degree * pp_degree GPUs. ZeRO then shards over the dp_degree data-parallel ranks: stage 0 (plain
+    DDP) nothing, stage 1 the optimizer state, stage 2 also the gradients, stage 3 also the weights.
     """
     ### BEGIN SOLUTION 22.training_state
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
-    # TP shards every weight matrix and PP gives each stage its own layers: each GPU owns 1/(t*p) of the model.
-    # Even split assumed: replicated norms and a heavier first/last stage (embeddings) are ignored.
+    # TP shards every weight matrix and PP gives each stage its own layers: each GPU owns 1/(t*p) of the
+    # model. Even split assumed: replicated norms and a heavier first/last stage (embeddings) are ignored.
     psi = num_params / (tp_degree * pp_degree)
-    # ZeRO §3.1 (Rajbhandari et al. 2020): mixed-precision Adam keeps 2Ψ fp16/bf16 weights + 2Ψ grads + KΨ optimizer,
-    # K = 12 = fp32 master copy 4 + momentum 4 + variance 4. Forget the master copy and K looks like 8.
+    # ZeRO §3.1 (Rajbhandari et al. 2020): mixed-precision Adam keeps 2Ψ fp16/bf16 weights + 2Ψ grads + KΨ
+    # optimizer, K = 12 = fp32 master copy 4 + momentum 4 + variance 4 (forget the master copy: K = 8)
     params, grads, optimizer = 2 * psi, 2 * psi, 12 * psi
     # ZeRO §5 / Fig. 1 (P_os, P_os+g, P_os+g+p): each stage divides one more term by N_d, cumulatively
     if zero_stage >= 1:
         optimizer /= dp_degree  # stage 1: 2Ψ + 2Ψ + KΨ/N_d
     if zero_stage >= 2:
-        grads /= dp_degree  # stage 2: 2Ψ + (2Ψ + KΨ)/N_d, each rank keeps only the grads its shard updates
+        grads /= dp_degree  # stage 2: 2Ψ + (2Ψ + KΨ)/N_d: a rank keeps only the grads its shard updates
     if zero_stage >= 3:
-        params /= dp_degree  # stage 3: (2Ψ + 2Ψ + KΨ)/N_d, weights all-gathered layer by layer when needed
+        params /= dp_degree  # stage 3: (2Ψ + 2Ψ + KΨ)/N_d: weights all-gathered layer by layer when needed
     return {"params": params, "grads": grads, "optimizer": optimizer, "total": params + grads + optimizer}
     ### END SOLUTION
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 22.activations: what one transformer layer stores for its backward pass
 
 
@@ -196,11 +199,12 @@ def activation_bytes_per_layer(
     sequence_parallel: bool = False,
     recompute: str = "none",
 ) -> float:
-    """Bytes of activations one transformer layer keeps for backward, per GPU (Korthikanti et al. 2022, Table 2).
+    """Bytes of activations one transformer layer keeps for backward, per GPU (Korthikanti et al. 2022).
 
-    GPT-style layer: 16-bit activations, 1-byte dropout masks, multi-head attention, 4h MLP. recompute is "none",
-    "selective" (attention's softmax/dropout internals are recomputed) or "full" (only the layer input is kept).
-    sequence_parallel shards the LayerNorm/dropout regions along the sequence; it only matters when tp_degree > 1.
+    A GPT-style layer: 16-bit activations, 1-byte dropout masks, multi-head attention, a 4h MLP. recompute is
+    "none", "selective" (attention's softmax and dropout internals are recomputed in backward) or "full" (only
+    the layer input is kept). sequence_parallel shards the LayerNorm/dropout regions along the sequence; it
+    changes nothing when tp_degree is 1.
     """
     ### BEGIN SOLUTION 22.activations
     if recompute not in ("none", "selective", "full"):
@@ -220,7 +224,7 @@ def activation_bytes_per_layer(
     ### END SOLUTION
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 22.kv_cache: what inference keeps per generated token
 
 
@@ -229,13 +233,15 @@ def kv_cache_bytes(
 ) -> int:
     """Bytes of K and V cached for `batch` sequences of `seq_len` tokens, per GPU.
 
-    Every layer caches one key and one value vector of head_dim per KV head per token. Tensor parallelism splits
-    the KV heads over tp_degree GPUs; when tp_degree > n_kv_heads each GPU still holds one whole head (a replica).
+    Every layer caches one key and one value vector of head_dim per KV head per token. Tensor parallelism
+    splits the KV heads over tp_degree GPUs; when tp_degree > n_kv_heads each GPU still holds one whole head
+    (a replica).
     """
     ### BEGIN SOLUTION 22.kv_cache
     if cfg.n_kv_heads % tp_degree and tp_degree % cfg.n_kv_heads:
-        raise ValueError(f"tp_degree {tp_degree} must divide, or be a multiple of, n_kv_heads {cfg.n_kv_heads}")
-    # vLLM vllm/model_executor/models/llama.py (LlamaAttention): num_kv_heads = max(1, total_num_kv_heads // tp_size)
+        raise ValueError(f"tp_degree {tp_degree} must divide n_kv_heads {cfg.n_kv_heads} or be a multiple")
+    # vLLM vllm/model_executor/models/llama.py, LlamaAttention:
+    #     num_kv_heads = max(1, total_num_kv_heads // tp_size)
     kv_heads = max(1, cfg.n_kv_heads // tp_degree)
     # 2 = one K and one V; n_kv_heads, not n_heads: GQA's whole point is a 4x (8B) or 8x (70B) smaller cache
     per_token = 2 * cfg.n_layers * kv_heads * cfg.head_dim * bytes_per_elem  # 131072 B for Llama-3 8B, t = 1
@@ -244,12 +250,12 @@ def kv_cache_bytes(
 
 
 def mla_kv_cache_bytes(cfg: DeepSeekV3Config, *, seq_len: int, batch: int, bytes_per_elem: int = 2) -> int:
-    """Bytes MLA caches for `batch` sequences of `seq_len` tokens: per layer and token, the compressed K/V latent
-    (kv_lora_rank) and the decoupled RoPE key (qk_rope_head_dim), both shared by all heads."""
+    """Bytes MLA caches for `batch` sequences of `seq_len` tokens: per layer and token, the compressed K/V
+    latent (kv_lora_rank) and the decoupled RoPE key (qk_rope_head_dim), both shared by all heads."""
     ### BEGIN SOLUTION 22.kv_cache
     # DeepSeek-V2 §2.1.3-2.1.4, Table 1 (arXiv 2405.04434): MLA caches (d_c + d_h^R) * l elements per token,
-    # "equal to GQA with only 2.25 groups" when d_c = 4 d_h and d_h^R = d_h / 2. No factor 2: K and V both come
-    # out of the one latent. 576 elements per layer for DeepSeek-V3, against 2 * 128 * 128 = 32768 for its MHA.
+    # "equal to GQA with only 2.25 groups" when d_c = 4 d_h and d_h^R = d_h / 2. No factor 2: K and V both
+    # come out of the one latent. 576 elements per layer for DeepSeek-V3; MHA would cache 2 * 128 * 128.
     per_token = cfg.n_layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * bytes_per_elem  # 70272 B in bf16
     tokens = seq_len * batch
     return per_token * tokens

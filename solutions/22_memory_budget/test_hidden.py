@@ -1,10 +1,11 @@
-"""What this catches: wrong bytes in a memory budget, the bugs that make a plan "fit" on paper and OOM for real.
+"""What this catches: wrong bytes in a memory budget, the bugs that make a plan fit on paper and OOM for real.
 
 - parameters: SwiGLU counted with two matrices, GQA's K/V counted with n_heads, Llama-3's untied output head
   counted once, MLA's shared RoPE key forgotten, MoE "active" counting every expert, the dense first layers
   treated as MoE. Checked exactly against the reference, and within 1-3% of the published totals.
-- training_state: K = 8 (no fp32 master copy) or K = 16, ZeRO-1 sharding the gradients too, a stage sharding the
-  wrong term, integer division, TP/PP ignored. Checked against the reference and the ZeRO paper's Figure 1.
+- training_state: K = 8 (no fp32 master copy) or K = 16, ZeRO-1 sharding the gradients too, a stage
+  sharding the wrong term, integer division, TP/PP ignored. Checked against the reference and the ZeRO
+  paper's Figure 1.
 - activations: each row of Korthikanti et al. Table 2; SP not dividing by t; full recomputation divided by t;
   selective recomputation without SP treated as if SP were on. Also the paper's 70% saving on GPT-3.
 - kv_cache: n_heads instead of n_kv_heads, K or V forgotten, TP splitting below one head, MLA cached as full
@@ -19,9 +20,10 @@ import math
 from typing import Any
 
 import pytest
+
 from grader.harness import World
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # helpers: one call on the single rank, and a number check that names unit mix-ups
 
 _UNITS = {"GiB": 2**30, "GB": 1e9, "MiB": 2**20, "MB": 1e6, "bits": 1 / 8}
@@ -34,7 +36,7 @@ def call(world: World, function: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def number(value: Any, what: str) -> float:
-    """`value` itself if it is an int or a float (not a bool), else a failed check that says what came back."""
+    """`value` if it is an int or a float (not a bool); else a failed check that says what came back."""
     if type(value) not in (int, float):
         raise AssertionError(f"{what}: expected a number, got {type(value).__name__} {value!r}")
     return value
@@ -42,8 +44,12 @@ def number(value: Any, what: str) -> float:
 
 def call_cfg(world: World, function: str, cfg: Any, **kwargs: Any) -> Any:
     """`memory.function(<the student's own config class>(**fields of cfg), **kwargs)` on the one rank."""
-    inputs = {"function": function, "config_class": type(cfg).__name__, "config": dataclasses.asdict(cfg),
-              "kwargs": kwargs}  # fmt: skip
+    inputs = {
+        "function": function,
+        "config_class": type(cfg).__name__,
+        "config": dataclasses.asdict(cfg),
+        "kwargs": kwargs,
+    }
     [res] = world.run("rank_programs:with_config", inputs=inputs)
     return res.value
 
@@ -65,13 +71,14 @@ def variant(cfg: Any, **changes: Any) -> Any:
     return dataclasses.replace(cfg, **changes)
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 22.parameters
 
-# Published totals. Llama-3: Hugging Face model pages show "8.03B" and "70.6B" params; the checkpoints' safetensors
-# metadata totals 8,030,261,248 and 70,553,706,496 (as quoted by third-party tools, not opened here).
-# DeepSeek-V3: arXiv 2412.19437 abstract, "671B total parameters with 37B activated for each token"; README_WEIGHTS
-# says 36.7B activated (ground-truth.md §11, §18.8). The MTP module (14B) is not part of the 671B.
+# Published totals. Llama-3: Hugging Face model pages show "8.03B" and "70.6B" params; the checkpoints'
+# safetensors metadata totals 8,030,261,248 and 70,553,706,496 (as quoted by third-party tools, not opened
+# here). DeepSeek-V3: arXiv 2412.19437 abstract, "671B total parameters with 37B activated for each token";
+# README_WEIGHTS says 36.7B activated (ground-truth.md §11, §18.8). The MTP module (14B) is not part of the
+# 671B.
 LLAMA3_8B_PUBLISHED, LLAMA3_70B_PUBLISHED = 8.03e9, 70.6e9
 DEEPSEEK_V3_TOTAL_PUBLISHED, DEEPSEEK_V3_ACTIVE_PUBLISHED = 671e9, 37e9
 
@@ -88,14 +95,19 @@ class TestParameters:
     def test_swiglu_has_three_matrices(self, world: World, reference) -> None:
         for dim, ffn in [(4096, 14336), (8192, 28672), (7168, 2048), (12, 7)]:
             expected = reference("memory").swiglu_mlp_params(dim, ffn)
-            check(call(world, "swiglu_mlp_params", dim, ffn), expected, what=f"swiglu_mlp_params({dim}, {ffn})")
+            check(
+                call(world, "swiglu_mlp_params", dim, ffn), expected, what=f"swiglu_mlp_params({dim}, {ffn})"
+            )
 
     def test_gqa_attention(self, world: World, reference) -> None:
         ref = reference("memory")
         for name in ("LLAMA3_8B", "LLAMA3_70B"):
             cfg = getattr(ref, name)
-            check(call_cfg(world, "gqa_attention_params", cfg), ref.gqa_attention_params(cfg),
-                  what=f"gqa_attention_params({name})")  # fmt: skip
+            check(
+                call_cfg(world, "gqa_attention_params", cfg),
+                ref.gqa_attention_params(cfg),
+                what=f"gqa_attention_params({name})",
+            )
 
     def test_mha_attention_is_four_square_matrices(self, world: World, reference) -> None:
         # with n_kv_heads == n_heads, GQA is plain multi-head attention: wq, wk, wv, wo all dim x dim
@@ -107,31 +119,59 @@ class TestParameters:
         configs = {
             "LLAMA3_8B": ref.LLAMA3_8B,
             "LLAMA3_70B": ref.LLAMA3_70B,
-            "a tied 1B-like config": ref.LlamaConfig(vocab_size=128256, dim=2048, n_layers=16, n_heads=32,
-                                                     n_kv_heads=8, ffn_dim=8192, tie_embeddings=True),
-        }  # fmt: skip
+            "a tied 1B-like config": ref.LlamaConfig(
+                vocab_size=128256,
+                dim=2048,
+                n_layers=16,
+                n_heads=32,
+                n_kv_heads=8,
+                ffn_dim=8192,
+                tie_embeddings=True,
+            ),
+        }
         for name, cfg in configs.items():
             check(call_cfg(world, "llama_params", cfg), ref.llama_params(cfg), what=f"llama_params({name})")
 
     def test_llama3_published_totals(self, world: World, reference) -> None:
         ref = reference("memory")
-        # 1%: the published figures are rounded to 3 significant digits, and norm weights are 0.003% either way
-        check(call_cfg(world, "llama_params", ref.LLAMA3_8B), LLAMA3_8B_PUBLISHED, rel=0.01,
-              what="llama_params(LLAMA3_8B) against the published 8.03B (untied embeddings: 2 x 525M)")
-        check(call_cfg(world, "llama_params", ref.LLAMA3_70B), LLAMA3_70B_PUBLISHED, rel=0.01,
-              what="llama_params(LLAMA3_70B) against the published 70.6B")  # fmt: skip
+        # 1%: the published figures are rounded to 3 significant digits, and norm weights are 0.003% either
+        # way
+        check(
+            call_cfg(world, "llama_params", ref.LLAMA3_8B),
+            LLAMA3_8B_PUBLISHED,
+            rel=0.01,
+            what="llama_params(LLAMA3_8B) against the published 8.03B (untied embeddings: 2 x 525M)",
+        )
+        check(
+            call_cfg(world, "llama_params", ref.LLAMA3_70B),
+            LLAMA3_70B_PUBLISHED,
+            rel=0.01,
+            what="llama_params(LLAMA3_70B) against the published 70.6B",
+        )
 
     def test_tied_embeddings_count_once(self, world: World, reference) -> None:
         cfg = reference("memory").LLAMA3_8B
         untied = number(call_cfg(world, "llama_params", cfg), "llama_params(LLAMA3_8B)")
-        tied = number(call_cfg(world, "llama_params", variant(cfg, tie_embeddings=True)), "llama_params, tied")
-        check(untied - tied, cfg.vocab_size * cfg.dim, what="untied minus tied Llama-3 8B (one vocab x dim head)")
+        tied = number(
+            call_cfg(world, "llama_params", variant(cfg, tie_embeddings=True)), "llama_params, tied"
+        )
+        check(
+            untied - tied,
+            cfg.vocab_size * cfg.dim,
+            what="untied minus tied Llama-3 8B (one vocab x dim head)",
+        )
 
     def test_mla_attention(self, world: World, reference) -> None:
         ref = reference("memory")
-        for cfg in (ref.DEEPSEEK_V3, variant(ref.DEEPSEEK_V3, qk_rope_head_dim=32, v_head_dim=96, n_heads=16)):
-            check(call_cfg(world, "mla_attention_params", cfg), ref.mla_attention_params(cfg),
-                  what=f"mla_attention_params with n_heads={cfg.n_heads}, qk_rope_head_dim={cfg.qk_rope_head_dim}")
+        for cfg in (
+            ref.DEEPSEEK_V3,
+            variant(ref.DEEPSEEK_V3, qk_rope_head_dim=32, v_head_dim=96, n_heads=16),
+        ):
+            check(
+                call_cfg(world, "mla_attention_params", cfg),
+                ref.mla_attention_params(cfg),
+                what=f"mla_attention_params, n_heads={cfg.n_heads}, qk_rope_head_dim={cfg.qk_rope_head_dim}",
+            )
 
     def test_deepseek_v3_matches_reference(self, world: World, reference) -> None:
         ref = reference("memory")
@@ -142,22 +182,43 @@ class TestParameters:
     def test_deepseek_v3_published(self, world: World, reference) -> None:
         got = moe_params(world, reference("memory").DEEPSEEK_V3)
         # 1%: "671B" is rounded; the config gives 671.03B
-        check(got["total"], DEEPSEEK_V3_TOTAL_PUBLISHED, rel=0.01, what="DeepSeek-V3 total against the paper's 671B")
-        # 3%: the sources disagree (36.7B README_WEIGHTS, 37B paper, 37.55B from the config; ground-truth §18.8)
-        check(got["active"], DEEPSEEK_V3_ACTIVE_PUBLISHED, rel=0.03,
-              what="DeepSeek-V3 active parameters against the paper's 37B (shared expert + top-8 routed)")
+        check(
+            got["total"],
+            DEEPSEEK_V3_TOTAL_PUBLISHED,
+            rel=0.01,
+            what="DeepSeek-V3 total against the paper's 671B",
+        )
+        # 3%: the sources disagree (36.7B README_WEIGHTS, 37B paper, 37.55B from the config; ground-truth
+        # §18.8)
+        check(
+            got["active"],
+            DEEPSEEK_V3_ACTIVE_PUBLISHED,
+            rel=0.03,
+            what="DeepSeek-V3 active parameters against the paper's 37B (shared expert + top-8 routed)",
+        )
 
     def test_dense_layers_and_expert_counts(self, world: World, reference) -> None:
-        # change the split between dense and MoE layers and the routing, so each term must come from the config
+        # change the split between dense and MoE layers and the routing, so each term must come from the
+        # config
         ref = reference("memory")
-        cfg = variant(ref.DEEPSEEK_V3, n_layers=10, n_dense_layers=4, n_routed_experts=64, n_shared_experts=2,
-                      n_activated_experts=6)  # fmt: skip
+        cfg = variant(
+            ref.DEEPSEEK_V3,
+            n_layers=10,
+            n_dense_layers=4,
+            n_routed_experts=64,
+            n_shared_experts=2,
+            n_activated_experts=6,
+        )
         got, expected = moe_params(world, cfg), ref.deepseek_v3_params(cfg)
         for key in ("total", "active"):
-            check(got[key], expected[key], what=f"deepseek_v3_params[{key!r}] with 4 dense of 10 layers, 64 experts")
+            check(
+                got[key],
+                expected[key],
+                what=f"deepseek_v3_params[{key!r}] with 4 dense of 10 layers, 64 experts",
+            )
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 22.training_state
 
 STATE_KEYS = ("params", "grads", "optimizer", "total")
@@ -185,29 +246,46 @@ class TestTrainingState:
         # Rajbhandari et al. 2020, Fig. 1: Ψ = 7.5B, N_d = 64, K = 12 -> 120, 31.4, 16.6, 1.9 GB per device
         # (GB = 1e9 B: 16 x 7.5e9 = 120e9). Tolerance 0.05 GB: the figure rounds to 0.1 GB.
         for stage, published_gb in enumerate([120, 31.4, 16.6, 1.9]):
-            total = number(states(world, 7.5e9, zero_stage=stage, dp_degree=64)["total"], f"ZeRO-{stage} total")
+            total = number(
+                states(world, 7.5e9, zero_stage=stage, dp_degree=64)["total"], f"ZeRO-{stage} total"
+            )
             if not abs(total / 1e9 - published_gb) <= 0.05:
-                raise AssertionError(f"ZeRO-{stage}, Ψ = 7.5B, N_d = 64: got {total!r} B = {total / 1e9:.4g} GB, "
-                                     f"the ZeRO paper's Figure 1 says {published_gb} GB")  # fmt: skip
+                raise AssertionError(
+                    f"ZeRO-{stage}, Ψ = 7.5B, N_d = 64: got {total!r} B = {total / 1e9:.4g} GB, "
+                    f"the ZeRO paper's Figure 1 says {published_gb} GB"
+                )
 
     def test_dp_divides_the_right_terms(self, world: World) -> None:
         # stage k shards exactly the first k of (optimizer, grads, params): compare DP 1 with DP 16
-        psi, sharded = 1e9, {0: (), 1: ("optimizer",), 2: ("optimizer", "grads"), 3: ("optimizer", "grads", "params")}
+        psi, sharded = (
+            1e9,
+            {0: (), 1: ("optimizer",), 2: ("optimizer", "grads"), 3: ("optimizer", "grads", "params")},
+        )
         for stage, which in sharded.items():
-            alone, shared = states(world, psi, zero_stage=stage, dp_degree=1), states(
-                world, psi, zero_stage=stage, dp_degree=16)  # fmt: skip
+            alone, shared = (
+                states(world, psi, zero_stage=stage, dp_degree=1),
+                states(world, psi, zero_stage=stage, dp_degree=16),
+            )
             for key in ("params", "grads", "optimizer"):
                 factor = 16 if key in which else 1
+                should = "1/16 of" if factor > 1 else "the same as"
                 number(alone[key], f"ZeRO-{stage}, DP 1: {key!r}")
-                check(number(shared[key], f"ZeRO-{stage}, DP 16: {key!r}") * factor, alone[key],
-                      what=f"ZeRO-{stage}: {key!r} at DP 16 should be {'1/16 of' if factor > 1 else 'the same as'} "
-                      f"at DP 1")  # fmt: skip
+                check(
+                    number(shared[key], f"ZeRO-{stage}, DP 16: {key!r}") * factor,
+                    alone[key],
+                    what=f"ZeRO-{stage}: {key!r} at DP 16 should be {should} {key!r} at DP 1",
+                )
 
     def test_sixteen_bytes_per_parameter(self, world: World) -> None:
-        # bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m 4 + Adam v 4 (ZeRO §3.1; Playbook: 1B -> 16 GB)
+        # bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m 4 + Adam v 4 (ZeRO §3.1)
+        # The Playbook's table: 1B parameters -> 16 GB
         got = states(world, 1e9, zero_stage=0, dp_degree=8)
         for key, per_param in [("params", 2), ("grads", 2), ("optimizer", 12), ("total", 16)]:
-            check(got[key], per_param * 1e9, what=f"DDP, 1B parameters: {key!r} ({per_param} bytes per parameter)")
+            check(
+                got[key],
+                per_param * 1e9,
+                what=f"DDP, 1B parameters: {key!r} ({per_param} bytes per parameter)",
+            )
 
     def test_shards_need_not_be_whole(self, world: World, reference) -> None:
         # 1,000,003 parameters over 7 ranks: a per-GPU byte count is a real number, // loses bytes
@@ -223,16 +301,23 @@ class TestTrainingState:
         psi = ref.llama_params(ref.LLAMA3_70B)
         for stage, tp, pp, dp in [(0, 8, 4, 1), (1, 8, 1, 4), (3, 2, 2, 8)]:
             got = states(world, psi, zero_stage=stage, dp_degree=dp, tp_degree=tp, pp_degree=pp)
-            expected = ref.training_state_bytes(psi, zero_stage=stage, dp_degree=dp, tp_degree=tp, pp_degree=pp)
+            expected = ref.training_state_bytes(
+                psi, zero_stage=stage, dp_degree=dp, tp_degree=tp, pp_degree=pp
+            )
             for key in STATE_KEYS:
-                check(got[key], expected[key], what=f"Llama-3 70B, TP {tp} x PP {pp} x DP {dp}, ZeRO-{stage}: {key!r}")
+                check(
+                    got[key],
+                    expected[key],
+                    what=f"Llama-3 70B, TP {tp} x PP {pp} x DP {dp}, ZeRO-{stage}: {key!r}",
+                )
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 22.activations
 
-# GPT-3 175B (Brown et al. 2020, Table 2.1: d_model 12288, 96 heads, context 2048), Korthikanti's running example,
-# and a Llama-3-70B-like shape (ground-truth.md Appendix A: none 23.76 GB, TP 3.56, TP+SP 2.97, +selective 0.285).
+# GPT-3 175B (Brown et al. 2020, Table 2.1: d_model 12288, 96 heads, context 2048), Korthikanti's running
+# example, and a Llama-3-70B-like shape (ground-truth.md Appendix A: none 23.76 GB, TP 3.56, TP+SP 2.97,
+# +selective 0.285).
 SHAPES = {
     "GPT-3 175B, t=8": dict(seq_len=2048, micro_batch=1, hidden=12288, n_heads=96, tp_degree=8),
     "s=8192 h=8192 a=64 b=2, t=4": dict(seq_len=8192, micro_batch=2, hidden=8192, n_heads=64, tp_degree=4),
@@ -249,7 +334,9 @@ ROWS = {
 
 
 def act(world: World, **kwargs: Any) -> float:
-    return number(call(world, "activation_bytes_per_layer", **kwargs), f"activation_bytes_per_layer({kwargs})")
+    return number(
+        call(world, "activation_bytes_per_layer", **kwargs), f"activation_bytes_per_layer({kwargs})"
+    )
 
 
 @pytest.mark.part("22.activations")
@@ -265,39 +352,52 @@ class TestActivations:
         # Korthikanti eq. 1 / Playbook m_act: sbh(34 + 5as/h); s = h = 4096, a = 32, b = 1 -> 3.2548 GB
         s, b, h, a = 4096, 1, 4096, 32
         expected = s * b * h * (34 + 5 * a * s / h)
-        check(act(world, seq_len=s, micro_batch=b, hidden=h, n_heads=a), expected, what="sbh(34 + 5as/h), t = 1")
+        check(
+            act(world, seq_len=s, micro_batch=b, hidden=h, n_heads=a), expected, what="sbh(34 + 5as/h), t = 1"
+        )
 
     def test_sequence_parallel_divides_everything_by_t(self, world: World) -> None:
         # Table 2: TP + SP stores sbh(34/t + 5as/(ht)), exactly 1/t of the unparallelized layer
         base = dict(seq_len=2048, micro_batch=1, hidden=12288, n_heads=96)
         alone = act(world, **base)
         for t in (2, 8):
-            check(act(world, **base, tp_degree=t, sequence_parallel=True) * t, alone,
-                  what=f"TP + SP at t = {t}, times t, against t = 1")  # fmt: skip
+            check(
+                act(world, **base, tp_degree=t, sequence_parallel=True) * t,
+                alone,
+                what=f"TP + SP at t = {t}, times t, against t = 1",
+            )
 
     def test_full_recomputation_keeps_only_the_input(self, world: World) -> None:
-        # Table 2 / §5: full recomputation stores the 2-byte layer input, 2sbh, and the paper does not divide it by t
+        # Table 2 / §5: full recomputation stores the 2-byte layer input, 2sbh, and the paper does not divide
+        # it by t
         base = dict(seq_len=4096, micro_batch=2, hidden=8192, n_heads=64, recompute="full")
         for t in (1, 8):
             check(act(world, **base, tp_degree=t), 2 * 4096 * 2 * 8192, what=f"full recomputation at t = {t}")
 
     def test_selective_saves_70_percent_on_gpt3(self, world: World) -> None:
-        # Korthikanti et al. (as quoted by the Ultra-Scale Playbook): for GPT-3 175B selective recomputation gives
-        # "a 70% activation memory reduction": 5as/h = 80 of 34 + 80. Tolerance 0.5 points: the 70% is rounded.
-        base = dict(seq_len=2048, micro_batch=1, hidden=12288, n_heads=96, tp_degree=8, sequence_parallel=True)
+        # Korthikanti et al. (as quoted by the Ultra-Scale Playbook): for GPT-3 175B selective recomputation
+        # gives "a 70% activation memory reduction": 5as/h = 80 of 34 + 80. Tolerance 0.5 points: the 70% is
+        # rounded.
+        base = dict(
+            seq_len=2048, micro_batch=1, hidden=12288, n_heads=96, tp_degree=8, sequence_parallel=True
+        )
         saved = 1 - act(world, **base, recompute="selective") / act(world, **base, recompute="none")
         if not abs(saved - 0.70) <= 0.005:
-            raise AssertionError(f"selective recomputation on GPT-3 175B saves {saved:.1%}; the paper says 70%")
+            raise AssertionError(
+                f"selective recomputation on GPT-3 175B saves {saved:.1%}; the paper says 70%"
+            )
 
     def test_sequence_parallel_alone_changes_nothing(self, world: World) -> None:
         base = dict(seq_len=1024, micro_batch=3, hidden=2048, n_heads=16, tp_degree=1)
         for recompute in ("none", "selective"):
-            check(act(world, **base, sequence_parallel=True, recompute=recompute),
-                  act(world, **base, sequence_parallel=False, recompute=recompute),
-                  what=f"t = 1, recompute={recompute!r}: SP on against SP off")  # fmt: skip
+            check(
+                act(world, **base, sequence_parallel=True, recompute=recompute),
+                act(world, **base, sequence_parallel=False, recompute=recompute),
+                what=f"t = 1, recompute={recompute!r}: SP on against SP off",
+            )
 
 
-# ----------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # 22.kv_cache
 
 
@@ -311,11 +411,18 @@ class TestKVCache:
         # 2 x 32 layers x 8 KV heads x 128 x 2 B = 131072 B (8B); 2 x 80 x 8 x 128 x 2 = 327680 B (70B)
         # (ground-truth.md §9, the same per-token figures as frankdenneman.nl and torchedup.dev)
         ref = reference("memory")
-        check(kv(world, ref.LLAMA3_8B, seq_len=1, batch=1), 131072, what="Llama-3 8B KV bytes per token (bf16)")
-        check(kv(world, ref.LLAMA3_70B, seq_len=1, batch=1), 327680, what="Llama-3 70B KV bytes per token (bf16)")
+        check(
+            kv(world, ref.LLAMA3_8B, seq_len=1, batch=1), 131072, what="Llama-3 8B KV bytes per token (bf16)"
+        )
+        check(
+            kv(world, ref.LLAMA3_70B, seq_len=1, batch=1),
+            327680,
+            what="Llama-3 70B KV bytes per token (bf16)",
+        )
 
     def test_mooncake_128k_tokens_of_llama3_70b(self, world: World, reference) -> None:
-        # Mooncake README: a 40 GB transfer is about the KV cache of 128k tokens of LLaMA3-70B. Exactly: 40 GiB.
+        # Mooncake README: a 40 GB transfer is about the KV cache of 128k tokens of LLaMA3-70B. Exactly: 40
+        # GiB.
         got = kv(world, reference("memory").LLAMA3_70B, seq_len=128 * 1024, batch=1)
         check(got, 40 * 2**30, what="Llama-3 70B, 131072 tokens: 40 GiB = 42.9 GB")
 
@@ -330,27 +437,38 @@ class TestKVCache:
         for seq, batch, nbytes in [(8192, 1, 2), (4096, 16, 1), (1000, 3, 4), (131072, 2, 2)]:
             for name in ("LLAMA3_8B", "LLAMA3_70B"):
                 cfg = getattr(ref, name)
-                check(kv(world, cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes),
-                      ref.kv_cache_bytes(cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes),
-                      what=f"{name}, seq_len={seq}, batch={batch}, bytes_per_elem={nbytes}")  # fmt: skip
+                check(
+                    kv(world, cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes),
+                    ref.kv_cache_bytes(cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes),
+                    what=f"{name}, seq_len={seq}, batch={batch}, bytes_per_elem={nbytes}",
+                )
 
     def test_tensor_parallel_splits_heads_down_to_one(self, world: World, reference) -> None:
-        # vLLM LlamaAttention: num_kv_heads = max(1, total_num_kv_heads // tp_size): past 8 GPUs heads replicate
+        # vLLM LlamaAttention: num_kv_heads = max(1, total_num_kv_heads // tp_size): past 8 GPUs heads
+        # replicate
         ref = reference("memory")
         cfg = ref.LLAMA3_70B
         whole = ref.kv_cache_bytes(cfg, seq_len=4096, batch=8)
         for t in (1, 2, 4, 8, 16, 32):
             expected = whole / min(t, cfg.n_kv_heads)
-            check(kv(world, cfg, seq_len=4096, batch=8, tp_degree=t), expected, what=f"Llama-3 70B KV per GPU at TP {t}")
+            check(
+                kv(world, cfg, seq_len=4096, batch=8, tp_degree=t),
+                expected,
+                what=f"Llama-3 70B KV per GPU at TP {t}",
+            )
 
     def test_mla_bytes_per_token(self, world: World, reference) -> None:
         # DeepSeek-V2 Table 1: (d_c + d_h^R) l elements per token = 576 x 61 layers x 2 B = 70272 B
         cfg = reference("memory").DEEPSEEK_V3
-        check(call_cfg(world, "mla_kv_cache_bytes", cfg, seq_len=1, batch=1), 70272, what="DeepSeek-V3 MLA bytes/token")
+        check(
+            call_cfg(world, "mla_kv_cache_bytes", cfg, seq_len=1, batch=1),
+            70272,
+            what="DeepSeek-V3 MLA bytes/token",
+        )
 
     def test_mla_is_gqa_with_2_25_groups(self, world: World, reference) -> None:
-        # DeepSeek-V2 §2.1.4: with d_c = 4 d_h and d_h^R = d_h / 2, MLA caches as much as GQA with 2.25 groups,
-        # i.e. 2 x 2.25 x d_h elements per layer per token (d_h = 128)
+        # DeepSeek-V2 §2.1.4: with d_c = 4 d_h and d_h^R = d_h / 2, MLA caches as much as GQA with 2.25
+        # groups, i.e. 2 x 2.25 x d_h elements per layer per token (d_h = 128)
         ref = reference("memory")
         one_layer = variant(ref.DEEPSEEK_V3, n_layers=1)
         got = call_cfg(world, "mla_kv_cache_bytes", one_layer, seq_len=1, batch=1, bytes_per_elem=1)
@@ -358,8 +476,15 @@ class TestKVCache:
 
     def test_mla_matches_reference(self, world: World, reference) -> None:
         ref = reference("memory")
-        for cfg in (ref.DEEPSEEK_V3, variant(ref.DEEPSEEK_V3, kv_lora_rank=256, qk_rope_head_dim=32, n_layers=27)):
+        for cfg in (
+            ref.DEEPSEEK_V3,
+            variant(ref.DEEPSEEK_V3, kv_lora_rank=256, qk_rope_head_dim=32, n_layers=27),
+        ):
             for seq, batch, nbytes in [(32768, 4, 2), (4096, 1, 1)]:
-                check(call_cfg(world, "mla_kv_cache_bytes", cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes),
-                      ref.mla_kv_cache_bytes(cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes),
-                      what=f"MLA cache, kv_lora_rank={cfg.kv_lora_rank}, seq_len={seq}, batch={batch}")  # fmt: skip
+                check(
+                    call_cfg(
+                        world, "mla_kv_cache_bytes", cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes
+                    ),
+                    ref.mla_kv_cache_bytes(cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes),
+                    what=f"MLA cache, kv_lora_rank={cfg.kv_lora_rank}, seq_len={seq}, batch={batch}",
+                )

@@ -1,0 +1,155 @@
+"""The ``grade`` command: one small function per subcommand, each calling one function in ``grader``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from grader import grading, report
+from grader.course import Course, CourseConfigError, load_course
+from grader.runners import SuiteError, make_runner
+from grader.stubs import StubError, write_stubs
+
+EXAMPLES = """\
+examples:
+  grade list                                   where you stand in the course
+  grade exercise 01                            grade your work in exercises/01_comm_primitives
+  grade exercise ring_tree                     the same, by slug (02, 2 and ring_tree are one exercise)
+  grade exercise 02 --submission alice.zip     grade a student's submission (a folder or a zip)
+  grade exercise 02 --json results.json        also write Gradescope's results.json
+  grade exercise 02 --solution                 grade the reference: validates the course, not a student
+  grade check                                  every reference scores 100 %, every stub 0 %, stubs in sync
+  grade stubs                                  regenerate exercises/*/ stubs from solutions/
+
+exit status: 0 full marks (or check passed), 1 not full marks, 2 usage or configuration error.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    console = Console(highlight=False)
+    try:
+        course = load_course(args.course or _find_course(), check_stubs=args.command != "stubs")
+        return args.handler(args, course, console)
+    except (CourseConfigError, SuiteError, StubError, KeyError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+        console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grade", description="Grade distgpu exercises.", epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--course", type=Path, help="course.yml to use (default: the nearest one upwards)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    listing = commands.add_parser("list", help="sections and exercises, with your status")
+    listing.set_defaults(handler=cmd_list)
+
+    exercise = commands.add_parser("exercise", help="grade one exercise", epilog=EXAMPLES,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    exercise.add_argument("id", help="number (4, 04) or slug (nccl_internals)")
+    exercise.add_argument("--submission", type=Path, help="a folder or .zip with the exercise's files")
+    exercise.add_argument("--solution", action="store_true", help="grade the reference (instructors)")
+    exercise.add_argument("--json", type=Path, help="write Gradescope results.json here")
+    exercise.add_argument("--junit", type=Path, help="write JUnit XML here")
+    _add_run_options(exercise)
+    exercise.set_defaults(handler=cmd_exercise)
+
+    check = commands.add_parser("check", help="validate the course: references 100 %%, stubs 0 %%, in sync")
+    check.add_argument("ids", nargs="*", help="exercises to check (default: all with parts)")
+    _add_run_options(check)
+    check.set_defaults(handler=cmd_check)
+
+    stubs = commands.add_parser("stubs", help="regenerate the stubs in exercises/ from solutions/")
+    stubs.set_defaults(handler=cmd_stubs)
+    return parser
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="cpu: gloo; cuda: NCCL, one GPU per rank; auto: cuda when available")
+    parser.add_argument("--backend", choices=("local",), default="local", help="where ranks run")
+
+
+def _find_course() -> Path:
+    for folder in (Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parent.parent):
+        if (folder / "course.yml").is_file():
+            return folder / "course.yml"
+    raise ValueError("no course.yml here or in any parent folder; pass --course")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# subcommands
+
+
+def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
+    for section in course.sections:
+        table = Table(title=f"{section.number}. {section.title}", title_justify="left")
+        for column in ("#", "exercise", "slug", "points", "your status"):
+            table.add_column(column)
+        for exercise in section.exercises:
+            table.add_row(exercise.key, exercise.title, exercise.slug, f"{exercise.points:g}", _status(course, exercise))
+        console.print(table)
+    return 0
+
+
+def _status(course: Course, exercise) -> str:  # type: ignore[no-untyped-def]
+    if not exercise.parts:
+        return "[dim]coming soon[/]"
+    last = grading.last_result(course, exercise)
+    if last is None:
+        return "not graded yet"
+    style = "green" if last.full_marks else "yellow"
+    return f"[{style}]{last.score:g} / {last.max_score:g}[/]"
+
+
+def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> int:
+    if args.solution and args.submission:
+        raise ValueError("--solution and --submission exclude each other")
+    result = grading.grade_exercise(
+        course=course, exercise=course.find(args.id), runner=make_runner(args.backend),
+        submission=args.submission, solution=args.solution, device=args.device,
+    )
+    report.to_terminal(result, console)
+    if args.json:
+        args.json.write_text(json.dumps(report.to_gradescope(result), indent=2))
+    if args.junit:
+        args.junit.write_text(report.to_junit(result))
+    return 0 if result.full_marks else 1
+
+
+def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int:
+    exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
+    runner, failed = make_runner(args.backend), 0
+    for exercise in exercises:
+        found = grading.check_exercise(course=course, exercise=exercise, runner=runner, device=args.device)
+        ref, stub = found.reference, found.stubs
+        figures = f"reference {ref.score:g}/{ref.max_score:g}, stubs {stub.score:g}/{stub.max_score:g}"
+        timing = f"{ref.execution_time + stub.execution_time:.1f} s"
+        mark = "[green]ok[/]" if found.ok else "[red]FAIL[/]"
+        console.print(f"{mark} {exercise.key} {exercise.slug}: {figures} ({len(ref.tests)} tests, {timing})")
+        for problem in found.problems:
+            console.print(f"    {problem}", markup=False)
+        failed += not found.ok
+    console.print(f"{len(exercises) - failed} of {len(exercises)} exercises pass the check")
+    return 1 if failed else 0
+
+
+def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int:
+    for exercise in (e for e in course.exercises if e.files):
+        for path in write_stubs(course, exercise):
+            console.print(f"wrote {path.relative_to(course.root)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

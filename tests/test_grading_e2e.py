@@ -1,0 +1,102 @@
+"""End to end on the fixture course: what each kind of submission earns, and what the student is told."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.course import Course
+from grader.results import ExerciseResult, Status
+from grader.runners import GradeJob
+from grader.runners.local import LocalRunner
+
+SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
+
+
+def grade(runner: LocalRunner, course: Course, name: str | None) -> ExerciseResult:
+    exercise = course.find("toy")
+    source = course.solution_dir(exercise) if name is None else SUBMISSIONS / name
+    return runner.run(GradeJob(course=course, exercise=exercise, source=source, label=str(name), device="cpu"))
+
+
+def statuses(result: ExerciseResult, part: str) -> set[Status]:
+    return {t.status for t in result.tests if t.part == part}
+
+
+def test_reference_gets_full_marks(runner: LocalRunner, toy_course: Course) -> None:
+    result = grade(runner, toy_course, None)
+    assert result.full_marks and result.score == result.max_score == 5
+    assert {t.suite for t in result.tests} == {"public", "hidden"}
+
+
+def test_ranks_are_started_once_per_world_size(runner: LocalRunner, toy_course: Course) -> None:
+    grade(runner, toy_course, None)
+    assert runner.last_pools is not None
+    assert sorted(size for size, _ in runner.last_pools.starts) == [1, 2, 3]
+
+
+def test_wrong_sum_loses_exactly_the_value_checks(runner: LocalRunner, toy_course: Course) -> None:
+    result = grade(runner, toy_course, "wrong")
+    failed = [t for t in result.tests if t.status is Status.FAILED]
+    assert {t.name for t in failed} == {"test_two_ranks[2]", "test_sum[2ranks]", "test_sum[3ranks]"}
+    assert failed[0].output.startswith("[01.allreduce rank 0/2] wrong tensor at index 0: got 5, expected 4")
+    assert result.score == pytest.approx(5 - 3 * 4 / 5)
+
+
+def test_deadlock_is_a_timeout_that_names_rank_collective_and_line(
+    runner: LocalRunner, toy_course: Course
+) -> None:
+    started = time.monotonic()
+    result = grade(runner, toy_course, "hang")
+    elapsed = time.monotonic() - started
+    assert statuses(result, "01.allreduce") == {Status.TIMEOUT}
+    assert statuses(result, "01.square") == {Status.PASSED}
+    hung = next(t for t in result.tests if "timed out" in t.output)
+    assert "timed out after 4 s: rank(s) 0, 1 still running" in hung.output
+    assert "rank 1/2 blocked in dist.send at toy.py:9 in allreduce: dist.send(tensor, (rank + 1) % size)" in (
+        hung.output
+    )
+    # Two world sizes hang once each (4 s + stack dump); the other hanging tests are not started.
+    assert elapsed < 2 * 4 + 5 + 5
+
+
+def test_a_crashing_rank_is_reported_with_its_exit_code(runner: LocalRunner, toy_course: Course) -> None:
+    result = grade(runner, toy_course, "crash")
+    assert statuses(result, "01.allreduce") == {Status.CRASHED}
+    assert "rank 1/2 exited with code 3" in result.tests[0].output
+    assert statuses(result, "01.square") == {Status.PASSED}
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "message"),
+    [
+        ("exit_at_import", Status.CRASHED, "exited with code 0"),
+        ("sys_exit", Status.FAILED, "SystemExit: called sys.exit(0)"),
+        ("raise_at_import", Status.FAILED, "ModuleNotFoundError: No module named 'torch_but_misspelled'"),
+        ("monkeypatch", Status.FAILED, ""),
+    ],
+)
+def test_submissions_that_try_to_end_or_fool_the_run_earn_nothing(
+    runner: LocalRunner, toy_course: Course, name: str, status: Status, message: str
+) -> None:
+    result = grade(runner, toy_course, name)
+    assert result.score == 0
+    assert {t.status for t in result.tests} == {status}
+    assert all(message in t.output for t in result.tests)
+
+
+def test_forbidden_collective_fails_with_its_name(runner: LocalRunner, toy_course: Course) -> None:
+    result = grade(runner, toy_course, "forbidden")
+    hidden = [t for t in result.tests if t.suite == "hidden" and t.part == "01.allreduce"]
+    assert {t.status for t in hidden} == {Status.FAILED}
+    assert all("dist.all_reduce is not allowed here" in t.output for t in hidden)
+
+
+def test_missing_file_is_a_verdict_not_an_error(runner: LocalRunner, toy_course: Course, tmp_path: Path) -> None:
+    exercise = toy_course.find("toy")
+    result = runner.run(GradeJob(course=toy_course, exercise=exercise, source=tmp_path, label="empty", device="cpu"))
+    assert result.score == 0
+    assert "the submission has no toy.py" in result.notes
+    assert all("ModuleNotFoundError: the submission has no toy.py" in t.output for t in result.tests)

@@ -1,0 +1,56 @@
+"""Reporters: Gradescope JSON, JUnit XML and the terminal, from one hand-made result."""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+
+from rich.console import Console
+
+from grader import report
+from grader.results import ExerciseResult, Status, TestResult
+
+RESULT = ExerciseResult(
+    exercise="02", title="Ring and tree algorithms", graded="submission alice.zip", device="cpu",
+    execution_time=3.5,
+    tests=(
+        TestResult(name="test_sum[4ranks]", number="1.1", part="02.ring_allreduce", score=1.5, max_score=1.5,
+                   status=Status.PASSED, suite="hidden", world_size=4),
+        TestResult(name="test_uneven[4ranks]", number="1.2", part="02.ring_allreduce", score=0, max_score=1.5,
+                   status=Status.TIMEOUT, output="[02.ring_allreduce] timed out after 10 s\n  rank 1/4 blocked",
+                   suite="hidden", world_size=4),
+        TestResult(name="test_gpu[8ranks]", number="2.1", part="02.tree_allreduce", score=0, max_score=1,
+                   status=Status.BLOCKED, output="blocked: needs 8 GPUs", suite="public", world_size=8),
+    ),
+)
+
+
+def test_gradescope_json_has_the_spec_fields_and_our_verdicts() -> None:
+    data = json.loads(json.dumps(report.to_gradescope(RESULT)))
+    assert (data["score"], data["max_score"], data["execution_time"]) == (1.5, 4.0, 3.5)
+    first, second, third = data["tests"]
+    assert first["status"] == "passed" and second["status"] == "failed" and second["verdict"] == "timeout"
+    assert (second["number"], second["max_score"], second["visibility"]) == ("1.2", 1.5, "after_published")
+    assert third["visibility"] == "visible" and third["tags"] == ["02.tree_allreduce", "public", "ranks:8"]
+
+
+def test_junit_counts_failures_and_skips() -> None:
+    suite = ET.fromstring(report.to_junit(RESULT).split("?>", 1)[1])
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
+    failure = suite.find("testcase[@name='test_uneven[4ranks]']/failure")
+    assert failure is not None and failure.get("type") == "timeout"
+    assert failure.get("message") == "[02.ring_allreduce] timed out after 10 s"
+
+
+def test_terminal_shows_each_failure_and_the_score() -> None:
+    out = io.StringIO()
+    report.to_terminal(RESULT, Console(file=out, width=120, color_system=None))
+    text = out.getvalue()
+    assert "[02.ring_allreduce] timed out after 10 s" in text
+    assert "blocked: needs 8 GPUs" in text
+    assert "Score: 1.5 / 4" in text
+
+
+def test_result_json_round_trip() -> None:
+    assert ExerciseResult.from_dict(json.loads(json.dumps(RESULT.to_dict()))) == RESULT
