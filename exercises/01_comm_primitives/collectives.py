@@ -10,9 +10,9 @@ Each function has torch.distributed's signature and in-place semantics (sum is t
 
 Background: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
 IJHPCA 19(1), 2005. Check: `grade exercise 01`.
-Notation: p = world size, r = my rank, n = tensor.numel(). Tensors may have any shape; every message below
-carries one whole tensor. `group` is None (the default group) or the whole world, so a rank in `group` is
-also the global rank that dist.send/dist.recv address.
+Notation: p = world size, r = my rank, n = tensor.numel(). Tensors may have any shape; each message carries
+one whole tensor (or one whole block of a list). `group` is None (the default group) or the whole world,
+so a rank in `group` is also the global rank that dist.send/dist.recv address.
 
 gloo's send blocks until the peer posts the matching recv. When two ranks must both send and receive in the
 same round, each posts its send with isend first, then blocks in recv: nobody waits on a send nobody reads.

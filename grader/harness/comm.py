@@ -8,7 +8,8 @@ when the test forbade them, e.g. ``dist.all_reduce`` inside a student's own all-
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,9 +49,11 @@ class CommRecorder:
     events: list[dict[str, Any]] = field(default_factory=list)
     collectives: list[str] = field(default_factory=list)
     forbidden: frozenset[str] = frozenset()
+    depth: int = 0
+    """Nesting of wrapped calls: torch's ``send`` calls ``isend``, and only the outer call is the student's."""
 
     def reset(self, forbidden: frozenset[str]) -> None:
-        self.events, self.collectives, self.forbidden = [], [], forbidden
+        self.events, self.collectives, self.forbidden, self.depth = [], [], forbidden, 0
 
     def summary(self) -> dict[str, Any]:
         return {"events": self.events, "collectives": self.collectives}
@@ -71,16 +74,28 @@ def _record_p2p(op: str, tensor: torch.Tensor, peer: int | None) -> None:
     )
 
 
+@contextmanager
+def _nested() -> Iterator[bool]:
+    """Track wrapper nesting; yields True for the outermost wrapped call."""
+    RECORDER.depth += 1
+    try:
+        yield RECORDER.depth == 1
+    finally:
+        RECORDER.depth -= 1
+
+
 def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     peer_arg = "dst" if name in ("send", "isend") else "src"
 
     @functools.wraps(original)
     def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         peer = args[0] if args else kwargs.get(peer_arg, kwargs.get(f"group_{peer_arg}"))
-        result = original(tensor, *args, **kwargs)
-        if name == "recv" and peer is None:
-            peer = result  # recv from any source returns the sender's rank
-        _record_p2p(name, tensor, peer)
+        with _nested() as outermost:
+            result = original(tensor, *args, **kwargs)
+        if outermost:
+            if name == "recv" and peer is None:
+                peer = result  # recv from any source returns the sender's rank
+            _record_p2p(name, tensor, peer)
         return result
 
     return wrapper
@@ -89,12 +104,14 @@ def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_collective(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if name in RECORDER.forbidden:
-            raise ForbiddenCollective(
-                f"dist.{name} is not allowed here: build this operation from send/recv yourself"
-            )
-        RECORDER.collectives.append(name)
-        return original(*args, **kwargs)
+        if RECORDER.depth == 0:
+            if name in RECORDER.forbidden:
+                raise ForbiddenCollective(
+                    f"dist.{name} is not allowed here: build this operation from send/recv yourself"
+                )
+            RECORDER.collectives.append(name)
+        with _nested():
+            return original(*args, **kwargs)
 
     return wrapper
 

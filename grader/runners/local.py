@@ -45,6 +45,9 @@ class LocalRunner:
         )
 
     def _grade(self, job: GradeJob, scratch: Path) -> GradingPlugin:
+        suites = _suites(job)
+        if not suites:
+            raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
         device, gpus = _resolve_device(job.device)
         config = WorldConfig(
             backend="nccl" if device == "cuda" else "gloo", device=device, impl_dir=scratch / "impl",
@@ -55,7 +58,7 @@ class LocalRunner:
         self.last_pools = pools = Pools(config)
         plugin = GradingPlugin(course=job.course, exercise=job.exercise, pools=pools, device=device, gpus=gpus)
         args = [
-            *map(str, _suites(job)), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:stepwise",
+            *map(str, suites), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:stepwise",
             "--import-mode=importlib", "--rootdir", str(job.course.root), "-o", "addopts=", "-W", "ignore",
         ]
         try:

@@ -36,7 +36,7 @@ def ring_allreduce(tensor: torch.Tensor, group=None) -> None:
         return
     right, left = _global(group, (r + 1) % p), _global(group, (r - 1) % p)
     # p views into the caller's storage: writing chunks[i] writes `tensor` itself (in place, no copy back)
-    chunks = torch.tensor_split(tensor.view(-1), p)  # p x (ceil(N/p) | floor(N/p),)
+    chunks = list(torch.tensor_split(tensor.view(-1), p))  # p x (ceil(N/p) | floor(N/p),)
     buf = torch.empty_like(chunks[0])  # (ceil(N/p),) scratch: the biggest chunk is chunk 0
 
     # Reduce-scatter. At step s every rank passes one partial sum to the right: chunk (r - s) already has

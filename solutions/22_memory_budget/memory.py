@@ -81,7 +81,7 @@ DEEPSEEK_V3 = DeepSeekV3Config(
 def swiglu_mlp_params(dim: int, ffn_dim: int) -> int:
     """Weights of one SwiGLU MLP, w2(silu(w1 x) * w3 x): w1, w3 map dim -> ffn_dim, w2 ffn_dim -> dim."""
     ### BEGIN SOLUTION 22.parameters
-    # Shazeer 2020 (arXiv 2002.05202) eq. 6: the gate w1 is a THIRD matrix next to up (w3) and down (w2)
+    # Shazeer 2020 (arXiv 2002.05202): FFN_SwiGLU = (Swish(xW) * xV) W2, three matrices: gate, up and down
     return 3 * dim * ffn_dim
     ### END SOLUTION
 

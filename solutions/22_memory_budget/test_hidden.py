@@ -9,7 +9,7 @@
 - activations: each row of Korthikanti et al. Table 2; SP not dividing by t; full recomputation divided by t;
   selective recomputation without SP treated as if SP were on. Also the paper's 70% saving on GPT-3.
 - kv_cache: n_heads instead of n_kv_heads, K or V forgotten, TP splitting below one head, MLA cached as full
-  per-head K/V. Also Mooncake's "40 GB for 128k tokens of Llama-3 70B".
+  per-head K/V. Also Mooncake's 40 GB for 128k tokens of Llama-3 70B.
 Any function that answers in GB or GiB instead of bytes is told so.
 """
 
@@ -315,9 +315,8 @@ class TestTrainingState:
 # ------------------------------------------------------------------------------------------------------------
 # 22.activations
 
-# GPT-3 175B (Brown et al. 2020, Table 2.1: d_model 12288, 96 heads, context 2048), Korthikanti's running
-# example, and a Llama-3-70B-like shape (ground-truth.md Appendix A: none 23.76 GB, TP 3.56, TP+SP 2.97,
-# +selective 0.285).
+# GPT-3 175B (Brown et al. 2020, Table 2.1: d_model 12288, 96 heads; §2.1: 2048-token context), Korthikanti's
+# running example; and a Llama-3-70B-like width with s = 8192, two sequences per micro-batch and t = 4.
 SHAPES = {
     "GPT-3 175B, t=8": dict(seq_len=2048, micro_batch=1, hidden=12288, n_heads=96, tp_degree=8),
     "s=8192 h=8192 a=64 b=2, t=4": dict(seq_len=8192, micro_batch=2, hidden=8192, n_heads=64, tp_degree=4),
@@ -384,7 +383,7 @@ class TestActivations:
         saved = 1 - act(world, **base, recompute="selective") / act(world, **base, recompute="none")
         if not abs(saved - 0.70) <= 0.005:
             raise AssertionError(
-                f"selective recomputation on GPT-3 175B saves {saved:.1%}; the paper says 70%"
+                f"selective recomputation on GPT-3 175B saves {saved:.1%}; Korthikanti et al. report 70%"
             )
 
     def test_sequence_parallel_alone_changes_nothing(self, world: World) -> None:

@@ -1,0 +1,45 @@
+"""Stubs are generated from the references by nbgrader's ClearSolutions, and committed in sync."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from grader.course import Course
+from grader.stubs import StubError, render_stub, stale_stubs
+
+
+def test_committed_stubs_match_generation(course: Course) -> None:
+    stale = [str(p) for e in course.exercises for p in stale_stubs(course, e)]
+    assert stale == [], "run `grade stubs` and commit the result"
+
+
+def test_every_stubbed_body_raises_not_implemented_naming_a_real_part(course: Course) -> None:
+    part_ids = {p.id for e in course.exercises for p in e.parts}
+    for exercise in course.exercises:
+        for name in exercise.files:
+            tree = ast.parse((course.exercise_dir(exercise) / name).read_text())
+            raises = [n for n in ast.walk(tree) if isinstance(n, ast.Raise)]
+            assert raises, f"{exercise.dirname}/{name} has no stubbed body"
+            for node in raises:
+                message = node.exc.args[0].value  # type: ignore[union-attr]
+                assert node.exc.func.id == "NotImplementedError"  # type: ignore[union-attr]
+                assert message.removeprefix("TODO(").split(")")[0] in part_ids, message
+
+
+def test_region_is_replaced_at_its_indentation() -> None:
+    source = "def f():\n    x = 1\n    ### BEGIN SOLUTION 01.f\n    return x\n    ### END SOLUTION\n"
+    assert render_stub(source, "f.py") == (
+        'def f():\n    x = 1\n    raise NotImplementedError("TODO(01.f): not implemented yet")\n'
+    )
+
+
+def test_a_region_without_its_part_is_refused() -> None:
+    with pytest.raises(StubError, match="must name its part"):
+        render_stub("def f():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION\n", "f.py")
+
+
+def test_an_unclosed_region_is_refused() -> None:
+    with pytest.raises(StubError, match="no end solution"):
+        render_stub("def f():\n    ### BEGIN SOLUTION 01.f\n    pass\n", "f.py")
