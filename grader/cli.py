@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="grade", description="Grade distgpu exercises.", epilog=EXAMPLES,
+        prog="grade",
+        description="Grade distgpu exercises.",
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--course", type=Path, help="course.yml to use (default: the nearest one upwards)")
@@ -54,8 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="sections and exercises, with your status")
     listing.set_defaults(handler=cmd_list)
 
-    exercise = commands.add_parser("exercise", help="grade one exercise", epilog=EXAMPLES,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    exercise = commands.add_parser(
+        "exercise",
+        help="grade one exercise",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     exercise.add_argument("id", help="number (4, 04) or slug (nccl_internals)")
     exercise.add_argument("--submission", type=Path, help="a folder or .zip with the exercise's files")
     exercise.add_argument("--solution", action="store_true", help="grade the reference (instructors)")
@@ -75,8 +81,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="cpu: gloo; cuda: NCCL, one GPU per rank; auto: cuda when available")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="cpu: gloo; cuda: NCCL, one GPU per rank; auto: cuda when available",
+    )
     parser.add_argument("--backend", choices=("local",), default="local", help="where ranks run")
 
 
@@ -97,7 +107,9 @@ def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
         for column in ("#", "exercise", "slug", "points", "your status"):
             table.add_column(column)
         for exercise in section.exercises:
-            table.add_row(exercise.key, exercise.title, exercise.slug, f"{exercise.points:g}", _status(course, exercise))
+            table.add_row(
+                exercise.key, exercise.title, exercise.slug, f"{exercise.points:g}", _status(course, exercise)
+            )
         console.print(table)
     return 0
 
@@ -116,8 +128,12 @@ def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> 
     if args.solution and args.submission:
         raise ValueError("--solution and --submission exclude each other")
     result = grading.grade_exercise(
-        course=course, exercise=course.find(args.id), runner=make_runner(args.backend),
-        submission=args.submission, solution=args.solution, device=args.device,
+        course=course,
+        exercise=course.find(args.id),
+        runner=make_runner(args.backend),
+        submission=args.submission,
+        solution=args.solution,
+        device=args.device,
     )
     report.to_terminal(result, console)
     if args.json:

@@ -41,7 +41,7 @@ class Exercise:
     number: int
     """Fixed forever: students type ``grade exercise 04``."""
     slug: str
-    """Also accepted by ``grade exercise``; names the folders ``exercises/NN_slug`` and ``solutions/NN_slug``."""
+    """Also accepted by ``grade exercise``; names the folders exercises/NN_slug and solutions/NN_slug."""
     title: str
     section: int
     files: tuple[str, ...] = ()
@@ -121,9 +121,12 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
     reader = _Reader(path)
     top = reader.mapping(root_node, "", required=("course", "sections"), optional=())
     sections = tuple(
-        reader.section(node, f"sections[{i}]") for i, node in enumerate(reader.seq(top["sections"], "sections"))
+        reader.section(node, f"sections[{i}]")
+        for i, node in enumerate(reader.seq(top["sections"], "sections"))
     )
-    course = Course(title=reader.string(top["course"], "course"), root=path.resolve().parent, sections=sections)
+    course = Course(
+        title=reader.string(top["course"], "course"), root=path.resolve().parent, sections=sections
+    )
     _check_unique(reader, course)
     _check_files(reader, course, check_stubs)
     return course
@@ -213,7 +216,8 @@ class _Reader:
         extra: dict[str, Any] = {}
         if "files" in f:
             extra["files"] = tuple(
-                self.string(n, f"{where}.files[{i}]") for i, n in enumerate(self.seq(f["files"], f"{where}.files"))
+                self.string(n, f"{where}.files[{i}]")
+                for i, n in enumerate(self.seq(f["files"], f"{where}.files"))
             )
         if "timeout" in f:
             extra["timeout"] = self.number(f["timeout"], f"{where}.timeout", positive=True)
@@ -223,8 +227,11 @@ class _Reader:
                 for i, n in enumerate(self.seq(f["parts"], f"{where}.parts"))
             )
         return Exercise(
-            number=number, slug=self.name(f["slug"], f"{where}.slug"),
-            title=self.string(f["title"], f"{where}.title"), section=section, **extra,
+            number=number,
+            slug=self.name(f["slug"], f"{where}.slug"),
+            title=self.string(f["title"], f"{where}.title"),
+            section=section,
+            **extra,
         )
 
     def part(self, node: yaml.Node, where: str, exercise: int) -> Part:
@@ -259,7 +266,8 @@ def _check_unique(reader: _Reader, course: Course) -> None:
             for key, label in ((exercise.number, "number"), (exercise.slug, "slug")):
                 if (label, key) in seen:
                     raise reader.fail(
-                        reader.nodes.get(f"{where}.{label}"), f"{where}.{label}",
+                        reader.nodes.get(f"{where}.{label}"),
+                        f"{where}.{label}",
                         f"duplicate {label} {key!r} (also at {seen[(label, key)]})",
                     )
                 seen[(label, key)] = where
@@ -282,4 +290,6 @@ def _check_files(reader: _Reader, course: Course, check_stubs: bool) -> None:
                     if not (folder / name).is_file():
                         rel = (folder / name).relative_to(course.root)
                         hint = " (run `grade stubs`)" if folder.parent.name == "exercises" else ""
-                        raise reader.fail(reader.nodes.get(where), f"{where}[{i}]", f"{rel} does not exist{hint}")
+                        raise reader.fail(
+                            reader.nodes.get(where), f"{where}[{i}]", f"{rel} does not exist{hint}"
+                        )

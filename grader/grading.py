@@ -17,7 +17,13 @@ RESULTS_DIR = ".grade/results"
 
 
 def grade_exercise(
-    *, course: Course, exercise: Exercise, runner: Runner, submission: Path | None, solution: bool, device: str
+    *,
+    course: Course,
+    exercise: Exercise,
+    runner: Runner,
+    submission: Path | None,
+    solution: bool,
+    device: str,
 ) -> ExerciseResult:
     """Grade the student's folder, a submission (folder or zip) or, with ``solution``, the reference."""
     if not exercise.parts:
@@ -69,8 +75,10 @@ class ExerciseCheck:
 
 
 def check_exercise(*, course: Course, exercise: Exercise, runner: Runner, device: str) -> ExerciseCheck:
-    """Stubs in sync; the reference scores 100 %; fresh stubs score 0 % with clean 'not implemented' failures."""
-    problems = [f"stale stub: {p.relative_to(course.root)} (run `grade stubs`)" for p in stale_stubs(course, exercise)]
+    """Stubs in sync; the reference scores 100 %; fresh stubs score 0 %, each test a NotImplementedError."""
+    problems = [
+        f"stale stub: {p.relative_to(course.root)} (run `grade stubs`)" for p in stale_stubs(course, exercise)
+    ]
     reference = grade_exercise(
         course=course, exercise=exercise, runner=runner, submission=None, solution=True, device=device
     )
@@ -80,7 +88,12 @@ def check_exercise(*, course: Course, exercise: Exercise, runner: Runner, device
             source = (course.solution_dir(exercise) / name).read_text()
             (Path(folder) / name).write_text(render_stub(source, name))
         stubs = grade_exercise(
-            course=course, exercise=exercise, runner=runner, submission=Path(folder), solution=False, device=device
+            course=course,
+            exercise=exercise,
+            runner=runner,
+            submission=Path(folder),
+            solution=False,
+            device=device,
         )
     problems += _stub_problems(stubs)
     return ExerciseCheck(exercise, tuple(problems), reference, stubs)
@@ -89,7 +102,8 @@ def check_exercise(*, course: Course, exercise: Exercise, runner: Runner, device
 def _reference_problems(result: ExerciseResult, exercise: Exercise) -> list[str]:
     problems = [
         f"reference: {t.number} {t.name} {t.status}: {t.output.splitlines()[0] if t.output else ''}"
-        for t in result.tests if t.status not in (Status.PASSED, Status.BLOCKED)
+        for t in result.tests
+        if t.status not in (Status.PASSED, Status.BLOCKED)
     ]
     tested = {t.part for t in result.tests}
     problems += [f"part {p.id} has no tests" for p in exercise.parts if p.id not in tested]
@@ -101,5 +115,6 @@ def _stub_problems(result: ExerciseResult) -> list[str]:
         f"stub: {t.number} {t.name} should fail with NotImplementedError, got {t.status}"
         + (f": {t.output.splitlines()[0]}" if t.output else "")
         for t in result.tests
-        if t.status is not Status.BLOCKED and (t.status is not Status.FAILED or "NotImplementedError" not in t.output)
+        if t.status is not Status.BLOCKED
+        and (t.status is not Status.FAILED or "NotImplementedError" not in t.output)
     ]

@@ -29,7 +29,10 @@ def render_stub(source: str, where: str) -> str:
     if any(not p for p in parts):
         raise StubError(f"{where}: every '{BEGIN}' line must name its part, e.g. '{BEGIN} 02.ring_allreduce'")
     stub = f'raise NotImplementedError("TODO({_PLACEHOLDER}): not implemented yet")'
-    notebook = new_notebook(cells=[new_code_cell(source)], metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+    notebook = new_notebook(
+        cells=[new_code_cell(source)],
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}},
+    )
     clearer = ClearSolutions(code_stub={"python": stub}, enforce_metadata=False)
     try:
         cleared = clearer.preprocess(notebook, {})[0].cells[0].source
@@ -53,7 +56,8 @@ def expected_stubs(course: Course, exercise: Exercise) -> dict[Path, str]:
 def stale_stubs(course: Course, exercise: Exercise) -> list[Path]:
     """Stubs that differ from what generation would produce (or are missing)."""
     return [
-        path for path, text in expected_stubs(course, exercise).items()
+        path
+        for path, text in expected_stubs(course, exercise).items()
         if not path.is_file() or path.read_text() != text
     ]
 

@@ -43,7 +43,9 @@ def test_bug_loses_its_points(
     assert source.count(bug["replace"]) == 1, f"{bug['name']}: 'replace' must match the reference once"
     target.write_text(source.replace(bug["replace"], bug["with"]))
 
-    result = runner.run(GradeJob(course=course, exercise=exercise, source=tmp_path, label=bug["name"], device="cpu"))
+    result = runner.run(
+        GradeJob(course=course, exercise=exercise, source=tmp_path, label=bug["name"], device="cpu")
+    )
 
     by_part = {p.id: [t for t in result.tests if t.part == p.id] for p in exercise.parts}
     for part in bug["loses"]:
@@ -53,7 +55,9 @@ def test_bug_loses_its_points(
             assert {str(t.status) for t in lost} == {bug["verdict"]}, [t.output for t in lost]
     for part in bug.get("keeps", []):
         kept = by_part[part]
-        assert all(t.status is Status.PASSED for t in kept), [t.output for t in kept if t.status is not Status.PASSED]
+        assert all(t.status is Status.PASSED for t in kept), [
+            t.output for t in kept if t.status is not Status.PASSED
+        ]
     if "message" in bug:
         assert any(bug["message"] in t.output for t in result.tests), [t.output for t in result.tests]
 

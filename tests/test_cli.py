@@ -18,8 +18,17 @@ def grade(*argv: str) -> int:
 
 
 def test_full_marks_exit_0_and_writes_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = grade("exercise", "01", "--solution", "--device", "cpu", "--json", str(tmp_path / "r.json"),
-                 "--junit", str(tmp_path / "r.xml"))
+    code = grade(
+        "exercise",
+        "01",
+        "--solution",
+        "--device",
+        "cpu",
+        "--json",
+        str(tmp_path / "r.json"),
+        "--junit",
+        str(tmp_path / "r.xml"),
+    )
     assert code == 0
     assert json.loads((tmp_path / "r.json").read_text())["score"] == 5
     assert "<testsuite" in (tmp_path / "r.xml").read_text()
@@ -67,7 +76,16 @@ def test_flags_are_frozen() -> None:
         found[name] = sorted(o for a in sub._actions for o in a.option_strings)
     assert found == {
         "list": ["--help", "-h"],
-        "exercise": ["--backend", "--device", "--help", "--json", "--junit", "--solution", "--submission", "-h"],
+        "exercise": [
+            "--backend",
+            "--device",
+            "--help",
+            "--json",
+            "--junit",
+            "--solution",
+            "--submission",
+            "-h",
+        ],
         "check": ["--backend", "--device", "--help", "-h"],
         "stubs": ["--help", "-h"],
     }

@@ -52,7 +52,9 @@ def test_unknown_key_names_line_and_suggests(tmp_path: Path) -> None:
 
 def test_wrong_type(tmp_path: Path) -> None:
     message = error_of(tmp_path, GOOD.replace("world_sizes: [2, 3]", "world_sizes: [2, four]"))
-    assert message.startswith("course.yml:11: sections[0].exercises[0].parts[0].world_sizes: expected an integer")
+    assert message.startswith(
+        "course.yml:11: sections[0].exercises[0].parts[0].world_sizes: expected an integer"
+    )
 
 
 def test_missing_required_key(tmp_path: Path) -> None:

@@ -18,7 +18,9 @@ SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
 def grade(runner: LocalRunner, course: Course, name: str | None) -> ExerciseResult:
     exercise = course.find("toy")
     source = course.solution_dir(exercise) if name is None else SUBMISSIONS / name
-    return runner.run(GradeJob(course=course, exercise=exercise, source=source, label=str(name), device="cpu"))
+    return runner.run(
+        GradeJob(course=course, exercise=exercise, source=source, label=str(name), device="cpu")
+    )
 
 
 def statuses(result: ExerciseResult, part: str) -> set[Status]:
@@ -87,6 +89,17 @@ def test_submissions_that_try_to_end_or_fool_the_run_earn_nothing(
     assert all(message in t.output for t in result.tests)
 
 
+def test_the_judge_never_imports_the_submission(runner: LocalRunner, toy_course: Course) -> None:
+    import sys
+
+    import torch
+
+    original_equal = torch.equal
+    grade(runner, toy_course, "monkeypatch")
+    assert "toy" not in sys.modules
+    assert torch.equal is original_equal and not torch.equal(torch.zeros(1), torch.ones(1))
+
+
 def test_forbidden_collective_fails_with_its_name(runner: LocalRunner, toy_course: Course) -> None:
     result = grade(runner, toy_course, "forbidden")
     hidden = [t for t in result.tests if t.suite == "hidden" and t.part == "01.allreduce"]
@@ -94,9 +107,13 @@ def test_forbidden_collective_fails_with_its_name(runner: LocalRunner, toy_cours
     assert all("dist.all_reduce is not allowed here" in t.output for t in hidden)
 
 
-def test_missing_file_is_a_verdict_not_an_error(runner: LocalRunner, toy_course: Course, tmp_path: Path) -> None:
+def test_missing_file_is_a_verdict_not_an_error(
+    runner: LocalRunner, toy_course: Course, tmp_path: Path
+) -> None:
     exercise = toy_course.find("toy")
-    result = runner.run(GradeJob(course=toy_course, exercise=exercise, source=tmp_path, label="empty", device="cpu"))
+    result = runner.run(
+        GradeJob(course=toy_course, exercise=exercise, source=tmp_path, label="empty", device="cpu")
+    )
     assert result.score == 0
     assert "the submission has no toy.py" in result.notes
     assert all("ModuleNotFoundError: the submission has no toy.py" in t.output for t in result.tests)

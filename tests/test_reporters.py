@@ -12,16 +12,44 @@ from grader import report
 from grader.results import ExerciseResult, Status, TestResult
 
 RESULT = ExerciseResult(
-    exercise="02", title="Ring and tree algorithms", graded="submission alice.zip", device="cpu",
+    exercise="02",
+    title="Ring and tree algorithms",
+    graded="submission alice.zip",
+    device="cpu",
     execution_time=3.5,
     tests=(
-        TestResult(name="test_sum[4ranks]", number="1.1", part="02.ring_allreduce", score=1.5, max_score=1.5,
-                   status=Status.PASSED, suite="hidden", world_size=4),
-        TestResult(name="test_uneven[4ranks]", number="1.2", part="02.ring_allreduce", score=0, max_score=1.5,
-                   status=Status.TIMEOUT, output="[02.ring_allreduce] timed out after 10 s\n  rank 1/4 blocked",
-                   suite="hidden", world_size=4),
-        TestResult(name="test_gpu[8ranks]", number="2.1", part="02.tree_allreduce", score=0, max_score=1,
-                   status=Status.BLOCKED, output="blocked: needs 8 GPUs", suite="public", world_size=8),
+        TestResult(
+            name="test_sum[4ranks]",
+            number="1.1",
+            part="02.ring_allreduce",
+            score=1.5,
+            max_score=1.5,
+            status=Status.PASSED,
+            suite="hidden",
+            world_size=4,
+        ),
+        TestResult(
+            name="test_uneven[4ranks]",
+            number="1.2",
+            part="02.ring_allreduce",
+            score=0,
+            max_score=1.5,
+            status=Status.TIMEOUT,
+            output="[02.ring_allreduce] timed out after 10 s\n  rank 1/4 blocked",
+            suite="hidden",
+            world_size=4,
+        ),
+        TestResult(
+            name="test_gpu[8ranks]",
+            number="2.1",
+            part="02.tree_allreduce",
+            score=0,
+            max_score=1,
+            status=Status.BLOCKED,
+            output="blocked: needs 8 GPUs",
+            suite="public",
+            world_size=8,
+        ),
     ),
 )
 

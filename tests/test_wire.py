@@ -11,8 +11,12 @@ from grader.harness import wire
 
 
 def test_round_trip_of_nested_values() -> None:
-    value = {"a": [1, 2.5, None, True, "s"], "t": torch.arange(6, dtype=torch.int32).reshape(2, 3),
-             "e": torch.empty(0, 4), "b": torch.tensor([1.5], dtype=torch.bfloat16)}
+    value = {
+        "a": [1, 2.5, None, True, "s"],
+        "t": torch.arange(6, dtype=torch.int32).reshape(2, 3),
+        "e": torch.empty(0, 4),
+        "b": torch.tensor([1.5], dtype=torch.bfloat16),
+    }
     back = wire.decode(wire.encode(value))
     assert back["a"] == value["a"]
     for key in ("t", "e", "b"):

@@ -50,7 +50,7 @@ class CommRecorder:
     collectives: list[str] = field(default_factory=list)
     forbidden: frozenset[str] = frozenset()
     depth: int = 0
-    """Nesting of wrapped calls: torch's ``send`` calls ``isend``, and only the outer call is the student's."""
+    """Nesting of wrapped calls: torch's ``send`` calls ``isend``; only the outer call is the student's."""
 
     def reset(self, forbidden: frozenset[str]) -> None:
         self.events, self.collectives, self.forbidden, self.depth = [], [], forbidden, 0

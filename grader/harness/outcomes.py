@@ -96,7 +96,10 @@ class WorldTimeout(Exception):
     """The world did not finish a task in time; the message says who was stuck where."""
 
     def __init__(
-        self, timeout_s: float, stuck: list[int] | None = None, finished: list[int] | None = None,
+        self,
+        timeout_s: float,
+        stuck: list[int] | None = None,
+        finished: list[int] | None = None,
         details: list[str] | None = None,
     ) -> None:
         if stuck is None:
@@ -104,7 +107,9 @@ class WorldTimeout(Exception):
             return
         head = f"timed out after {timeout_s:g} s: rank(s) {_ranks(stuck)} still running"
         if finished:
-            head += f"; rank(s) {_ranks(finished)} finished (a collective or send/recv that not every rank reached?)"
+            head += (
+                f"; rank(s) {_ranks(finished)} finished (a collective or send/recv not every rank reached?)"
+            )
         super().__init__("\n".join([head, *(details or [])]))
 
 

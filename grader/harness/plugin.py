@@ -73,7 +73,9 @@ class GradingPlugin:
             if self._part_of(item) is None:
                 marker = item.get_closest_marker("part")
                 named = marker.args[0] if marker and marker.args else None
-                self.errors.append(f"{item.nodeid}: marked part({named!r}), not a part of {self.exercise.key}")
+                self.errors.append(
+                    f"{item.nodeid}: marked part({named!r}), not a part of {self.exercise.key}"
+                )
         known = [i for i in items if self._part_of(i) is not None]
         order = {p.id: n for n, p in enumerate(self.exercise.parts, start=1)}
         for item in known:
@@ -137,7 +139,9 @@ class GradingPlugin:
             self.results.append(self._result(item, call, report))
         return report
 
-    def _result(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> TestResult:
+    def _result(
+        self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+    ) -> TestResult:
         part = self._part_of(item)
         assert part is not None
         size = item.callspec.params.get("world") if hasattr(item, "callspec") else None
@@ -147,9 +151,16 @@ class GradingPlugin:
         max_score = part.points / self._tests_per_part[part.id]
         suite = "public" if Path(str(item.path)).is_relative_to(self.course.root / "exercises") else "hidden"
         return TestResult(
-            name=item.name, number=self._numbers[item.nodeid], part=part.id,
-            score=max_score if status is Status.PASSED else 0.0, max_score=max_score,
-            status=status, output=output, suite=suite, world_size=size, seconds=call.duration,
+            name=item.name,
+            number=self._numbers[item.nodeid],
+            part=part.id,
+            score=max_score if status is Status.PASSED else 0.0,
+            max_score=max_score,
+            status=status,
+            output=output,
+            suite=suite,
+            world_size=size,
+            seconds=call.duration,
         )
 
 
@@ -174,4 +185,7 @@ def _verdict(call: pytest.CallInfo[None], report: pytest.TestReport, part_id: st
         # Keep the test's own message and pytest's "assert a == b", not its "+ where" repr dump.
         lines = [ln for ln in str(exc).strip().splitlines() if not ln.startswith(" +")][:3]
         return Status.FAILED, f"[{part_id}] {' / '.join(lines) or 'assertion failed'}"
-    return Status.ERROR, f"[{part_id}] error in the test itself (a course bug):\n{report.longreprtext[-3000:]}"
+    return (
+        Status.ERROR,
+        f"[{part_id}] error in the test itself (a course bug):\n{report.longreprtext[-3000:]}",
+    )

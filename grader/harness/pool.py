@@ -143,10 +143,9 @@ class Pool:
     def kill(self) -> None:
         """Kill every rank and whatever it started (each rank leads its own process group)."""
         for rank in self._ranks:
-            pid = rank.process.pid
-            for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            for kill in (os.killpg, os.kill):  # the group, then the rank itself if it left its group
                 try:
-                    target()
+                    kill(rank.process.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
         for rank in self._ranks:
@@ -245,19 +244,23 @@ def _tail(path: Path, limit: int = 2000) -> str:
 
 
 class Pools:
-    """One ``Pool`` per world size, started on first use and restarted after it was killed."""
+    """One ``Pool`` per world size, started on first use and restarted after it was killed.
 
-    def __init__(self, config: WorldConfig) -> None:
+    ``reuse=False`` starts a fresh world for every ``get``: the spawn-per-test baseline of the benchmark.
+    """
+
+    def __init__(self, config: WorldConfig, *, reuse: bool = True) -> None:
         self.config = config
+        self.reuse = reuse
         self._pools: dict[int, Pool] = {}
         self.starts: list[tuple[int, float]] = []
         """(world size, seconds) for every start, for reports and benchmarks."""
 
     def get(self, size: int) -> Pool:
         pool = self._pools.get(size)
-        if pool is None or not pool.alive:
+        if pool is None or not pool.alive or not self.reuse:
             if pool is not None:
-                pool.kill()
+                pool.stop()
             pool = self._pools[size] = Pool(size, self.config)
             pool.start()
             self.starts.append((size, pool.start_seconds))

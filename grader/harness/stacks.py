@@ -18,7 +18,9 @@ def describe_stuck_rank(rank: int, world_size: int, dump: str, impl_dir: Path) -
         return f"rank {rank}/{world_size}: no stack (the rank did not answer SIGUSR1)"
     collective = next((func for file, _, func in frames if file.endswith("distributed_c10d.py")), None)
     student = next(((f, ln, fn) for f, ln, fn in frames if f.startswith(str(impl_dir))), None)
-    blocked_in = f"blocked in dist.{collective}" if collective else "still running (not inside torch.distributed)"
+    blocked_in = (
+        f"blocked in dist.{collective}" if collective else "still running (not inside torch.distributed)"
+    )
     text = f"rank {rank}/{world_size} {blocked_in}"
     if student:
         file, line, func = student

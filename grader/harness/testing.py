@@ -33,8 +33,14 @@ class World:
         if len(args) != self.size:
             raise ValueError(f"args has {len(args)} entries for {self.size} ranks")
         tasks = [
-            {"kind": "call", "module": module, "function": function, "args": list(a), "kwargs": k,
-             "forbid": list(forbid)}
+            {
+                "kind": "call",
+                "module": module,
+                "function": function,
+                "args": list(a),
+                "kwargs": k,
+                "forbid": list(forbid),
+            }
             for a, k in zip(args, per_rank_kwargs, strict=True)
         ]
         return self._pool.submit(tasks, self._timeout_s)
@@ -62,7 +68,11 @@ class World:
 
 
 def assert_equal(
-    got: Any, expected: torch.Tensor, *, rank: int | None = None, world_size: int | None = None,
+    got: Any,
+    expected: torch.Tensor,
+    *,
+    rank: int | None = None,
+    world_size: int | None = None,
     what: str = "result",
 ) -> None:
     """Exact equality: same dtype, same shape, every element; the message names the first difference."""
@@ -73,15 +83,22 @@ def assert_equal(
         raise CheckFailure(
             f"wrong {what} at index {index}: got {_item(got, index)}, expected {_item(expected, index)}"
             f" ({mismatch.numel()} of {expected.numel()} elements differ)",
-            rank=rank, world_size=world_size,
+            rank=rank,
+            world_size=world_size,
         )
 
 
 def assert_close(
-    got: Any, expected: torch.Tensor, *, rtol: float, atol: float, rank: int | None = None,
-    world_size: int | None = None, what: str = "result",
+    got: Any,
+    expected: torch.Tensor,
+    *,
+    rtol: float,
+    atol: float,
+    rank: int | None = None,
+    world_size: int | None = None,
+    what: str = "result",
 ) -> None:
-    """``|got - expected| <= atol + rtol * |expected|`` elementwise; state the tolerance's reason at the call."""
+    """``|got - expected| <= atol + rtol * |expected|`` elementwise; say why the tolerance at the call."""
     _check_tensor_like(got, expected, rank, world_size, what)
     bad = ~torch.isclose(got, expected, rtol=rtol, atol=atol)
     if bad.any():
@@ -90,7 +107,8 @@ def assert_close(
         raise CheckFailure(
             f"wrong {what} at index {index}: got {_item(got, index)}, expected {_item(expected, index)}"
             f" (max |diff| {delta:.3g} > tolerance rtol={rtol:g}, atol={atol:g})",
-            rank=rank, world_size=world_size,
+            rank=rank,
+            world_size=world_size,
         )
 
 

@@ -7,6 +7,7 @@ log file, and SIGUSR1 dumps every thread's stack to a per-rank stack file (the j
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import importlib.util
 import os
@@ -77,8 +78,9 @@ class RankContext:
 def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> None:
     """Process entry point: set up, join the group, serve tasks, exit without running atexit hooks."""
     os.setsid()  # own process group: the judge kills the rank and anything it started in one call
+    _die_with_parent()
     _redirect_output(spec.log_path)
-    stack_file = open(spec.stack_path, "w")  # noqa: SIM115 - lives as long as the process
+    stack_file = open(spec.stack_path, "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     torch.set_num_threads(1)
     ctx = _join_world(spec)
@@ -90,13 +92,20 @@ def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> Non
     os._exit(0)
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this rank when its parent (the forkserver, which dies with the judge) goes."""
+    if sys.platform == "linux":
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _redirect_output(log_path: Path) -> None:
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
 
 
 def _join_world(spec: WorkerSpec) -> RankContext:

@@ -19,7 +19,7 @@ class GradeJob:
     course: Course
     exercise: Exercise
     source: Path
-    """A folder or .zip holding the exercise's editable files (the student's folder, a submission, solutions/)."""
+    """A folder or .zip with the exercise's editable files: the student's folder, a submission, solutions/."""
     label: str
     """How the report names what was graded."""
     device: str = "auto"

@@ -20,8 +20,11 @@ PG_TIMEOUT_MARGIN_S = 30.0
 
 
 class LocalRunner:
-    def __init__(self, *, start_method: str = "forkserver") -> None:
+    """Grades in this process. ``start_method`` and ``reuse_worlds`` exist for the benchmark's baseline."""
+
+    def __init__(self, *, start_method: str = "forkserver", reuse_worlds: bool = True) -> None:
         self.start_method = start_method
+        self.reuse_worlds = reuse_worlds
         self.last_pools: Pools | None = None
         """The pools of the last run, kept for benchmarks (start counts and times)."""
 
@@ -39,9 +42,13 @@ class LocalRunner:
         if len(suites) == 1 and suites[0].name == "test_public.py":
             notes.append("the hidden suite is not available here: this score covers the public checks only")
         return ExerciseResult(
-            exercise=job.exercise.key, title=job.exercise.title, graded=job.label, device=plugin.device,
+            exercise=job.exercise.key,
+            title=job.exercise.title,
+            graded=job.label,
+            device=plugin.device,
             tests=tuple(sorted(plugin.results, key=lambda t: tuple(int(n) for n in t.number.split(".")))),
-            execution_time=round(time.perf_counter() - started, 3), notes=tuple(notes),
+            execution_time=round(time.perf_counter() - started, 3),
+            notes=tuple(notes),
         )
 
     def _grade(self, job: GradeJob, scratch: Path) -> GradingPlugin:
@@ -50,16 +57,33 @@ class LocalRunner:
             raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
         device, gpus = _resolve_device(job.device)
         config = WorldConfig(
-            backend="nccl" if device == "cuda" else "gloo", device=device, impl_dir=scratch / "impl",
-            programs_dir=job.course.exercise_dir(job.exercise), scratch_dir=scratch,
+            backend="nccl" if device == "cuda" else "gloo",
+            device=device,
+            impl_dir=scratch / "impl",
+            programs_dir=job.course.exercise_dir(job.exercise),
+            scratch_dir=scratch,
             pg_timeout_s=max(p.timeout for p in job.exercise.parts) + PG_TIMEOUT_MARGIN_S,
             start_method=self.start_method,
         )
-        self.last_pools = pools = Pools(config)
-        plugin = GradingPlugin(course=job.course, exercise=job.exercise, pools=pools, device=device, gpus=gpus)
+        self.last_pools = pools = Pools(config, reuse=self.reuse_worlds)
+        plugin = GradingPlugin(
+            course=job.course, exercise=job.exercise, pools=pools, device=device, gpus=gpus
+        )
         args = [
-            *map(str, suites), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:stepwise",
-            "--import-mode=importlib", "--rootdir", str(job.course.root), "-o", "addopts=", "-W", "ignore",
+            *map(str, suites),
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:terminal",
+            "-p",
+            "no:stepwise",
+            "--import-mode=importlib",
+            "--rootdir",
+            str(job.course.root),
+            "-o",
+            "addopts=",
+            "-W",
+            "ignore",
         ]
         try:
             pytest.main(args, plugins=[plugin])

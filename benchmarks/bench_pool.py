@@ -1,0 +1,71 @@
+"""How much the reusable rank pool saves: grade one exercise's reference three ways and print the figures.
+
+    .venv/bin/python benchmarks/bench_pool.py [EXERCISE]      # default: 02
+
+- pool (cold): a first grading run in a fresh process, forkserver start (one torch import) included;
+- pool (warm): the same run again, forkserver already up (what `grade check` gets after the first exercise);
+- spawn-per-test: a fresh `spawn` world for every test, as course harnesses usually do (torch imported
+  by every rank of every test);
+- floor: one torch import (the forkserver's preload, measured here) plus the tests' own compute.
+Run it by hand on a quiet machine; figures vary by about 30 % between runs on a shared 2-core box.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from grader.course import load_course  # noqa: E402
+from grader.results import ExerciseResult  # noqa: E402
+from grader.runners import GradeJob  # noqa: E402
+from grader.runners.local import LocalRunner  # noqa: E402
+
+
+def timed_run(runner: LocalRunner, exercise_ref: str) -> tuple[float, ExerciseResult]:
+    course = load_course(REPO / "course.yml")
+    exercise = course.find(exercise_ref)
+    job = GradeJob(
+        course=course, exercise=exercise, source=course.solution_dir(exercise), label="bench", device="cpu"
+    )
+    started = time.perf_counter()
+    result = runner.run(job)
+    elapsed = time.perf_counter() - started
+    assert result.full_marks, "the reference must pass for the figures to mean anything"
+    return elapsed, result
+
+
+def torch_import_seconds() -> float:
+    code = "import time; t = time.perf_counter(); import torch.distributed; print(time.perf_counter() - t)"
+    return float(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    )
+
+
+def main() -> None:
+    ref = sys.argv[1] if len(sys.argv) > 1 else "02"
+    pooled = LocalRunner()
+    cold, result = timed_run(pooled, ref)
+    warm, _ = timed_run(pooled, ref)
+    starts = pooled.last_pools.starts if pooled.last_pools else []
+    spawned, _ = timed_run(LocalRunner(start_method="spawn", reuse_worlds=False), ref)
+    compute = sum(t.seconds for t in result.tests)
+    floor = torch_import_seconds() + compute
+    sizes = sorted({t.world_size for t in result.tests})
+    print(f"exercise {ref}: {len(result.tests)} tests, world sizes {sizes}")
+    print(f"  pool, cold (forkserver start included): {cold:7.2f} s")
+    print(
+        f"  pool, warm:                             {warm:7.2f} s  ({len(starts)} world starts, "
+        f"{sum(s for _, s in starts):.2f} s of them)"
+    )
+    print(f"  spawn-per-test:                         {spawned:7.2f} s")
+    print(f"  floor (one torch import + compute):     {floor:7.2f} s  (compute {compute:.2f} s)")
+    print(f"  spawn-per-test / pool cold: {spawned / cold:5.1f}x    pool cold / floor: {cold / floor:4.2f}x")
+
+
+if __name__ == "__main__":
+    main()

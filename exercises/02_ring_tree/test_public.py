@@ -1,0 +1,65 @@
+"""What this catches: the first things to get right in each all-reduce, on 2, 3, 4 and 8 ranks.
+
+Run them with `grade exercise 02`. Each test gives every rank its own integer tensor, calls your function on
+every rank, and compares what each rank holds afterwards with the elementwise sum, exactly. The hidden suite
+checks more: N smaller than p, other dtypes and shapes, and the exact bytes and partners of every message.
+"""
+
+import pytest
+import torch
+
+from grader.harness import World, assert_equal
+
+# Your code must build the all-reduce from send/recv: calling one of these fails the test.
+FORBID = ["broadcast", "reduce", "all_reduce", "all_gather", "all_gather_into_tensor", "gather", "scatter",
+          "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "barrier",
+          "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list"]
+
+
+def inputs_for(p: int, n: int) -> list[torch.Tensor]:
+    """Rank r's input: distinct integers, so a chunk that misses a rank shows."""
+    return [torch.arange(n) + 100 * r for r in range(p)]
+
+
+def check_sum(world: World, function: str, inputs: list[torch.Tensor]) -> list:
+    results = world.call("allreduce", function, args=[(x.clone(),) for x in inputs], forbid=FORBID)
+    for res in results:
+        # res.args[0] is the tensor your function was given: write the sum into it, do not rebind the name
+        assert_equal(res.args[0], sum(inputs), rank=res.rank, world_size=world.size, what=f"tensor after {function}")
+    return results
+
+
+@pytest.mark.part("02.ring_allreduce")
+def test_ring_sum(world: World) -> None:
+    check_sum(world, "ring_allreduce", inputs_for(world.size, 2 * world.size + 1))  # N not a multiple of p
+
+
+@pytest.mark.part("02.ring_allreduce")
+def test_ring_steps(world: World) -> None:
+    p = world.size
+    for res in check_sum(world, "ring_allreduce", inputs_for(p, 4 * p)):
+        assert res.comm.sends == 2 * (p - 1) and res.comm.recvs == 2 * (p - 1), (
+            f"rank {res.rank}/{p} sent {res.comm.sends} and received {res.comm.recvs} messages; a ring "
+            f"all-reduce is (p-1) reduce-scatter steps then (p-1) all-gather steps: {2 * (p - 1)} of each"
+        )
+        assert all(e.numel == 4 for e in res.comm.events), (
+            f"rank {res.rank}/{p}: with N = 4p every message is one chunk of N/p = 4 elements; got "
+            f"{[e.numel for e in res.comm.events]}"
+        )
+
+
+@pytest.mark.part("02.tree_allreduce")
+def test_tree_sum(world: World) -> None:
+    check_sum(world, "tree_allreduce", inputs_for(world.size, 5))
+
+
+@pytest.mark.part("02.tree_allreduce")
+@pytest.mark.parametrize("world", [2, 4, 8], indirect=True)
+def test_tree_rounds_power_of_two(world: World) -> None:
+    p = world.size
+    rounds = p.bit_length() - 1  # log2 p
+    for res in check_sum(world, "tree_allreduce", inputs_for(p, 3)):
+        assert res.comm.sends == rounds and res.comm.recvs == rounds, (
+            f"rank {res.rank}/{p} sent {res.comm.sends} and received {res.comm.recvs} messages; recursive "
+            f"doubling on a power of two takes log2 p = {rounds} rounds of one exchange each"
+        )
