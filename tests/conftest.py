@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,3 +30,18 @@ def toy_course() -> Course:
 @pytest.fixture(scope="session")
 def course() -> Course:
     return load_course(REPO / "course.yml")
+
+
+@pytest.fixture
+def edited_course(tmp_path: Path) -> Callable[[str, str], Course]:
+    """A copy of the fixture course with one text edit in its course.yml."""
+
+    def edit(old: str, new: str) -> Course:
+        root = tmp_path / "course"
+        shutil.copytree(FIXTURE_COURSE.parent, root)
+        text = (root / "course.yml").read_text()
+        assert text.count(old) == 1, old
+        (root / "course.yml").write_text(text.replace(old, new))
+        return load_course(root / "course.yml")
+
+    return edit

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from grader import cli
+from grader.course import Course
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "course" / "course.yml")
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
@@ -89,3 +92,15 @@ def test_flags_are_frozen() -> None:
         "check": ["--backend", "--device", "--help", "-h"],
         "stubs": ["--help", "-h"],
     }
+
+
+def test_list_shows_the_students_last_score(
+    edited_course: Callable[..., Course], capsys: pytest.CaptureFixture[str]
+) -> None:
+    course = edited_course("title: Toy all-reduce", "title: Toy all-reduce")
+    shutil.copyfile(SUBMISSIONS / "wrong" / "toy.py", course.exercise_dir(course.find("toy")) / "toy.py")
+    path = str(course.root / "course.yml")
+    assert cli.main(["--course", path, "exercise", "1", "--device", "cpu"]) == 1
+    assert "your work in exercises/01_toy" in capsys.readouterr().out
+    assert cli.main(["--course", path, "list"]) == 0
+    assert "2.6 / 5" in capsys.readouterr().out

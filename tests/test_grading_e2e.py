@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,7 @@ def test_a_crashing_rank_is_reported_with_its_exit_code(runner: LocalRunner, toy
         ("sys_exit", Status.FAILED, "SystemExit: called sys.exit(0)"),
         ("raise_at_import", Status.FAILED, "ModuleNotFoundError: No module named 'torch_but_misspelled'"),
         ("monkeypatch", Status.FAILED, ""),
+        ("oom", Status.OOM, "out of memory: "),
     ],
 )
 def test_submissions_that_try_to_end_or_fool_the_run_earn_nothing(
@@ -117,3 +119,27 @@ def test_missing_file_is_a_verdict_not_an_error(
     assert result.score == 0
     assert "the submission has no toy.py" in result.notes
     assert all("ModuleNotFoundError: the submission has no toy.py" in t.output for t in result.tests)
+
+
+def test_gpu_part_is_blocked_on_cpu_not_skipped(
+    runner: LocalRunner, edited_course: Callable[..., Course]
+) -> None:
+    course = edited_course(
+        "{name: square, points: 1, world_sizes: [1], timeout: 4}",
+        "{name: square, points: 1, world_sizes: [2], timeout: 4, device: gpu}",
+    )
+    result = grade(runner, course, None)
+    square = [t for t in result.tests if t.part == "01.square"]
+    assert [(t.status, t.output, t.score) for t in square] == [
+        (Status.BLOCKED, "blocked: needs 2 GPUs; this run uses the CPU", 0)
+    ]
+    assert not result.full_marks
+
+
+def test_exercise_time_budget_stops_starting_tests(
+    runner: LocalRunner, edited_course: Callable[..., Course]
+) -> None:
+    course = edited_course("timeout: 60", "timeout: 2")
+    result = grade(runner, course, "hang")
+    assert "not run: the exercise's time budget of 2 s is used up" in result.tests[-1].output
+    assert {t.status for t in result.tests} == {Status.TIMEOUT}

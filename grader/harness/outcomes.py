@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _OOM_TYPES = {"MemoryError", "OutOfMemoryError"}
+_OOM_MARKERS = ("can't allocate memory", "CUDA out of memory")  # torch's CPU and CUDA allocators
 # Errors a rank raises because *another* rank failed; never the first thing to show a student.
 _KNOCK_ON_MARKERS = ("Connection closed by peer", "Timed out waiting", "pair closure", "Connection reset")
 
@@ -153,5 +154,6 @@ def _failure(failed: dict[int, Any], world_size: int) -> RankFailure:
     others = sorted(set(failed) - {rank})
     also = f"; rank(s) {_ranks(others)} failed too" if others else ""
     message = f"{error['type']}: {error['message'][:2000]}{where}{also}"
-    kind = RankOutOfMemory if error["type"] in _OOM_TYPES else RankFailure
-    return kind(message, rank=rank, world_size=world_size)
+    if error["type"] in _OOM_TYPES or any(m in error["message"] for m in _OOM_MARKERS):
+        return RankOutOfMemory(f"out of memory: {message}", rank=rank, world_size=world_size)
+    return RankFailure(message, rank=rank, world_size=world_size)

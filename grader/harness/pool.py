@@ -200,7 +200,9 @@ class Pool:
         rank.process.join(1.0)
         code = rank.process.exitcode
         self.kill()
-        if code is not None and code < 0:
+        if code == -signal.SIGKILL:
+            how = "was killed by SIGKILL (most often the kernel's out-of-memory killer)"
+        elif code is not None and code < 0:
             how = f"was killed by signal {signal.Signals(-code).name}"
         else:
             how = f"exited with code {code}"

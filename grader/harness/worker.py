@@ -172,12 +172,22 @@ def _dispatch(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> Any:
 def call(ctx: RankContext, module: str, function: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """The generic rank program: ``module.function(*args, **kwargs)`` on this rank's device.
 
-    Returns the return value and the positional arguments after the call, so in-place writes are visible.
+    Returns the return value and the caller's own argument objects after the call, as torch.distributed's
+    in-place contract sees them: a tensor written in place shows the write; a list slot the function rebound
+    to a new tensor still shows the caller's original tensor.
     """
     args = [_to_device(a, ctx.device) for a in args]
     kwargs = {k: _to_device(v, ctx.device) for k, v in kwargs.items()}
+    callers_view = _containers_copied(args)
     returned = getattr(ctx.submission(module), function)(*args, **kwargs)
-    return {"returned": returned, "args": args}
+    return {"returned": returned, "args": callers_view}
+
+
+def _containers_copied(value: Any) -> Any:
+    """Copy the lists around the tensors (not the tensors): what the caller holds, whatever the callee does."""
+    if isinstance(value, list):
+        return [_containers_copied(v) for v in value]
+    return value
 
 
 def _to_device(value: Any, device: torch.device) -> Any:
