@@ -58,11 +58,19 @@ def test_deadlock_is_a_timeout_that_names_rank_collective_and_line(
     assert statuses(result, "01.square") == {Status.PASSED}
     hung = next(t for t in result.tests if "timed out" in t.output)
     assert "timed out after 4 s: rank(s) 0, 1 still running" in hung.output
-    assert "rank 1/2 blocked in dist.send at toy.py:9 in allreduce: dist.send(tensor, (rank + 1) % size)" in (
-        hung.output
+    assert (
+        "ranks 0, 1 (of 2) blocked in dist.send at toy.py:9 in allreduce: dist.send(tensor, (rank + 1) % size)"
+        in (hung.output)
     )
     # Two world sizes hang once each (4 s + stack dump); the other hanging tests are not started.
     assert elapsed < 2 * 4 + 5 + 5
+
+
+def test_a_rank_that_skips_the_collective_is_named(runner: LocalRunner, toy_course: Course) -> None:
+    result = grade(runner, toy_course, "skip")
+    hung = next(t for t in result.tests if "timed out" in t.output)
+    assert "rank(s) 0 still running; rank(s) 1 finished" in hung.output
+    assert "rank 0/2 blocked in dist.recv at toy.py:10 in allreduce: dist.recv(tensor, src=1)" in hung.output
 
 
 def test_a_crashing_rank_is_reported_with_its_exit_code(runner: LocalRunner, toy_course: Course) -> None:

@@ -11,9 +11,24 @@ import torch
 from grader.harness import World, assert_equal
 
 # Your code must build the all-reduce from send/recv: calling one of these fails the test.
-FORBID = ["broadcast", "reduce", "all_reduce", "all_gather", "all_gather_into_tensor", "gather", "scatter",
-          "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "barrier",
-          "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list"]
+FORBID = [
+    "broadcast",
+    "reduce",
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+    "all_gather_object",
+    "broadcast_object_list",
+    "gather_object",
+    "scatter_object_list",
+]
 
 
 def inputs_for(p: int, n: int) -> list[torch.Tensor]:
@@ -25,7 +40,9 @@ def check_sum(world: World, function: str, inputs: list[torch.Tensor]) -> list:
     results = world.call("allreduce", function, args=[(x.clone(),) for x in inputs], forbid=FORBID)
     for res in results:
         # res.args[0] is the tensor your function was given: write the sum into it, do not rebind the name
-        assert_equal(res.args[0], sum(inputs), rank=res.rank, world_size=world.size, what=f"tensor after {function}")
+        assert_equal(
+            res.args[0], sum(inputs), rank=res.rank, world_size=world.size, what=f"tensor after {function}"
+        )
     return results
 
 

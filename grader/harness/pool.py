@@ -24,7 +24,7 @@ from typing import Any
 
 from grader.harness import wire
 from grader.harness.outcomes import RankResult, WorldCrashed, WorldTimeout, rank_results
-from grader.harness.stacks import describe_stuck_rank
+from grader.harness.stacks import where_stuck
 from grader.harness.worker import WorkerSpec, worker_main
 
 MAX_REPLY_BYTES = 1 << 30
@@ -217,10 +217,11 @@ class Pool:
                 pass
         time.sleep(STACK_DUMP_WAIT_S)
         finished = sorted(set(range(self.size)) - {r.spec.rank for r in stuck})
-        lines = [
-            describe_stuck_rank(r.spec.rank, self.size, _read(r.spec.stack_path), self.config.impl_dir)
-            for r in stuck
-        ]
+        ranks_by_place: dict[str, list[int]] = {}
+        for rank in stuck:
+            place = where_stuck(_read(rank.spec.stack_path), self.config.impl_dir)
+            ranks_by_place.setdefault(place, []).append(rank.spec.rank)
+        lines = [f"  {_rank_list(ranks, self.size)} {place}" for place, ranks in ranks_by_place.items()]
         self.kill()
         return WorldTimeout(timeout_s, [r.spec.rank for r in stuck], finished, lines)
 
@@ -232,6 +233,12 @@ def _may_be_poisoned(replies: dict[int, Any]) -> bool:
         return False
     quiet = all(not r["comm"]["events"] and not r["comm"]["collectives"] for r in replies.values())
     return len(failed) < len(replies) or not quiet
+
+
+def _rank_list(ranks: list[int], size: int) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}/{size}"
+    return f"ranks {', '.join(map(str, ranks))} (of {size})"
 
 
 def _read(path: Path) -> str:

@@ -8,25 +8,25 @@ from pathlib import Path
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
-def describe_stuck_rank(rank: int, world_size: int, dump: str, impl_dir: Path) -> str:
-    """One paragraph for the student: ``rank 1/4 blocked in dist.recv at ring.py:42 in f: <code>``.
+def where_stuck(dump: str, impl_dir: Path) -> str:
+    """Where a rank is stuck, for the student: ``blocked in dist.recv at ring.py:42 in f: <code>``.
 
     ``dump`` is faulthandler's text (most recent call first); the main thread's block is used.
     """
     frames = _main_thread_frames(dump)
     if not frames:
-        return f"rank {rank}/{world_size}: no stack (the rank did not answer SIGUSR1)"
+        return "gave no stack (it did not answer SIGUSR1)"
     collective = next((func for file, _, func in frames if file.endswith("distributed_c10d.py")), None)
-    student = next(((f, ln, fn) for f, ln, fn in frames if f.startswith(str(impl_dir))), None)
-    blocked_in = (
-        f"blocked in dist.{collective}" if collective else "still running (not inside torch.distributed)"
-    )
-    text = f"rank {rank}/{world_size} {blocked_in}"
-    if student:
-        file, line, func = student
+    own = [(f, ln, fn) for f, ln, fn in frames if f.startswith(str(impl_dir))]
+    text = f"blocked in dist.{collective}" if collective else "still running (not inside torch.distributed)"
+    if own:
+        file, line, func = own[0]
         text += f" at {Path(file).name}:{line} in {func}: {_source_line(Path(file), line)}"
-    own = [f"{Path(f).name}:{ln} in {fn}" for f, ln, fn in frames if f.startswith(str(impl_dir))]
-    return f"  {text}" + (f"\n    your stack, innermost first: {' <- '.join(own)}" if own else "")
+    if len(own) > 1:
+        text += "\n    your stack, innermost first: " + " <- ".join(
+            f"{Path(f).name}:{ln} in {fn}" for f, ln, fn in own
+        )
+    return text
 
 
 def _main_thread_frames(dump: str) -> list[tuple[str, int, str]]:

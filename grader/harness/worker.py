@@ -184,7 +184,7 @@ def call(ctx: RankContext, module: str, function: str, args: list[Any], kwargs: 
 
 
 def _containers_copied(value: Any) -> Any:
-    """Copy the lists around the tensors (not the tensors): what the caller holds, whatever the callee does."""
+    """Copy the lists around the tensors, not the tensors: what the caller holds, whatever the callee does."""
     if isinstance(value, list):
         return [_containers_copied(v) for v in value]
     return value

@@ -1,7 +1,7 @@
 """All-reduce two ways, from point-to-point messages only: a ring and recursive doubling.
 
 Ring (Patarasuk & Yuan 2009): reduce-scatter then all-gather around the ring, 2(p-1) steps of one chunk each.
-Every rank sends 2(p-1)/p * N elements, the bandwidth lower bound, whatever p is; but it pays 2(p-1) latencies.
+Every rank sends 2(p-1)/p * N elements, the bandwidth lower bound for any p, but pays 2(p-1) latencies.
 Recursive doubling (Thakur, Rabenseifner & Gropp 2005): log2(p) rounds, each swapping the WHOLE tensor.
 Few latencies, N * log2(p) elements sent: it wins on small messages, the ring wins on large ones.
 Check: `grade exercise 02`.

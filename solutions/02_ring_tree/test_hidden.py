@@ -9,7 +9,8 @@ exactly. The message checks follow the contract in the stub's docstrings:
   ring: chunk i = torch.tensor_split(flat, p)[i], of c_i = N // p + (i < N % p) elements; rank r sends only
         to r+1 and receives only from r-1, 2(p-1) messages each way, and moves
         sent(r) = 2N - c[(r+1) % p] - c[(r+2) % p] and received(r) = 2N - c[r] - c[(r+1) % p] elements
-        (reduce-scatter skips sending chunk r+1, the one it finishes; all-gather skips r+2, the one it gets last).
+        (the reduce-scatter never sends chunk r+1, the one it finishes; the all-gather never sends r+2,
+        the one it gets last).
   recursive doubling: q = 2^floor(log2 p); rank r < q swaps the whole tensor with r XOR 2^k for k < log2 q,
         ranks r >= q fold onto r - q; so log2 p messages each way per rank when p is a power of two.
 """
@@ -69,6 +70,11 @@ def allreduce(world: World, function: str, inputs: list[torch.Tensor], what: str
 def chunk_sizes(n: int, p: int) -> list[int]:
     """torch.tensor_split's sizes: the first n % p chunks get one extra element."""
     return [n // p + (i < n % p) for i in range(p)]
+
+
+def peers(events: list) -> list[int]:
+    """The peers of `events`, sorted; -1 stands for a peer the harness could not tell."""
+    return sorted(-1 if e.peer is None else e.peer for e in events)
 
 
 def sends(res) -> list:
@@ -133,8 +139,8 @@ def test_ring_message_pattern(world: World) -> None:
             f"2(p-1) = {2 * (p - 1)} steps (reduce-scatter, then all-gather), one send and one recv each"
         )
         assert {e.peer for e in out} == {(r + 1) % p} and {e.peer for e in inc} == {(r - 1) % p}, (
-            f"rank {r}/{p} sent to {sorted({e.peer for e in out})} and received from "
-            f"{sorted({e.peer for e in inc})}; in a ring rank r sends only to (r+1) % p = {(r + 1) % p} and "
+            f"rank {r}/{p} sent to {sorted(set(peers(out)))} and received from "
+            f"{sorted(set(peers(inc)))}; in a ring rank r sends only to (r+1) % p = {(r + 1) % p} and "
             f"receives only from (r-1) % p = {(r - 1) % p}"
         )
         sizes = [e.numel for e in res.comm.events]
@@ -164,7 +170,8 @@ def test_ring_bytes_per_rank(world: World) -> None:
             f"torch.tensor_split(flat, p) (sizes {c}), sending chunk (r - s) % p at reduce-scatter step s "
             f"and (r + 1 - s) % p at all-gather step s, rank {r} sends {want_out} and receives {want_in}"
         )
-    assert sum(res.comm.bytes_sent for res in results) == 2 * (p - 1) * n * 4  # nccl-tests' 2(p-1)/p, x p ranks
+    # Over all ranks: 2(p-1) N elements, i.e. nccl-tests' 2(p-1)/p * S for each of the p ranks
+    assert sum(res.comm.bytes_sent for res in results) == 2 * (p - 1) * n * 4
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -222,8 +229,8 @@ def test_tree_partners(world: World) -> None:
     results = allreduce(world, "tree_allreduce", [rand((4,), torch.int32, seed=r) for r in range(p)])
     for res in results:
         want = sorted(tree_peers(p, res.rank))
-        got_out, got_in = sorted(e.peer for e in sends(res)), sorted(e.peer for e in recvs(res))
+        got_out, got_in = peers(sends(res)), peers(recvs(res))
         assert got_out == want and got_in == want, (
             f"rank {res.rank}/{p} sent to {got_out} and received from {got_in}; expected {want} both ways "
-            f"(partners r XOR 2^k among ranks below 2^floor(log2 p), extra rank r folded onto r - 2^floor(log2 p))"
+            f"(q = 2^floor(log2 p): partners r XOR 2^k among ranks below q; extra rank r folds onto r - q)"
         )
