@@ -60,7 +60,11 @@ class GradingPlugin:
         chosen = any("world" in m.args[0] for m in metafunc.definition.iter_markers("parametrize"))
         part = self._part_of(metafunc.definition)
         if not chosen and part is not None:
-            metafunc.parametrize("world", part.world_sizes, indirect=True, ids=lambda n: f"{n}ranks")
+            metafunc.parametrize("world", part.world_sizes, indirect=True)
+
+    def pytest_make_parametrize_id(self, val: object, argname: str) -> str | None:
+        """Name world sizes the same way everywhere: ``test_sum[4ranks]``."""
+        return f"{val}ranks" if argname == "world" else None
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A suite that does not import is a course bug."""
