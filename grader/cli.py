@@ -25,6 +25,8 @@ examples:
   grade exercise 02 --solution                 grade the reference: validates the course, not a student
   grade check                                  every reference scores 100 %, every stub 0 %, stubs in sync
   grade stubs                                  regenerate exercises/*/ stubs from solutions/
+  grade image build                            build the CPU grading image for --backend docker
+  grade exercise 02 --backend docker           grade inside a container (no network, limits, ranks as nobody)
 
 exit status: 0 full marks (or check passed), 1 not full marks, 2 usage or configuration error.
 """
@@ -77,6 +79,15 @@ def _parser() -> argparse.ArgumentParser:
 
     stubs = commands.add_parser("stubs", help="regenerate the stubs in exercises/ from solutions/")
     stubs.set_defaults(handler=cmd_stubs)
+
+    image = commands.add_parser("image", help="grading images for --backend docker")
+    image_commands = image.add_subparsers(dest="image_command", required=True)
+    build = image_commands.add_parser("build", help="build the CPU image (or --cuda) from containers/")
+    build.add_argument(
+        "--base", help="base image (default: distgpu-base:bookworm if present, else python:3.11-slim)"
+    )
+    build.add_argument("--cuda", action="store_true", help="build the CUDA image instead (needs network)")
+    build.set_defaults(handler=cmd_image_build)
     return parser
 
 
@@ -87,7 +98,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="cpu: gloo; cuda: NCCL, one GPU per rank; auto: cuda when available",
     )
-    parser.add_argument("--backend", choices=("local",), default="local", help="where ranks run")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        default="local",
+        help="local: this machine; docker: one container per run (build it: grade image build)",
+    )
 
 
 def _find_course() -> Path:
@@ -164,6 +180,17 @@ def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int
     for exercise in (e for e in course.exercises if e.files):
         for path in write_stubs(course, exercise):
             console.print(f"wrote {path.relative_to(course.root)}")
+    return 0
+
+
+def cmd_image_build(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.images import build_image
+
+    kind = "cuda" if args.cuda else "cpu"
+    console.print(f"building the {kind} image (wheels are downloaded into the build context first)...")
+    built = build_image(kind=kind, base=args.base)
+    console.print(f"built {built.tag} ({built.image_id[:19]}) on {built.base}")
+    console.print(f"  {built.size_mb:g} MB, {built.seconds:g} s")
     return 0
 
 

@@ -43,6 +43,8 @@ class WorldConfig:
     scratch_dir: Path
     pg_timeout_s: float
     start_method: str = "forkserver"
+    run_as_uid: int | None = None
+    """Ranks drop to this uid; their run folder is then world-writable (it holds only logs and the store)."""
 
 
 def _context(start_method: str) -> Any:
@@ -90,6 +92,8 @@ class Pool:
         """Start every rank and wait until all have joined the process group."""
         started = time.perf_counter()
         run_dir = Path(tempfile.mkdtemp(prefix=f"world{self.size}-", dir=self.config.scratch_dir))
+        if self.config.run_as_uid is not None:
+            run_dir.chmod(0o777)  # the ranks create the rendezvous store here after dropping privileges
         ctx = _context(self.config.start_method)
         for rank in range(self.size):
             self._ranks.append(self._start_rank(ctx, rank, run_dir))
@@ -108,6 +112,7 @@ class Pool:
             log_path=run_dir / f"rank{rank}.log",
             stack_path=run_dir / f"rank{rank}.stack",
             pg_timeout_s=self.config.pg_timeout_s,
+            run_as_uid=self.config.run_as_uid,
         )
         task_recv, task_send = ctx.Pipe(duplex=False)
         reply_recv, reply_send = ctx.Pipe(duplex=False)

@@ -42,6 +42,8 @@ class WorkerSpec:
     log_path: Path
     stack_path: Path
     pg_timeout_s: float
+    run_as_uid: int | None = None
+    """Drop to this uid (and gid) before touching student code; the judge stays root (Docker runner)."""
 
 
 @dataclass
@@ -82,6 +84,8 @@ def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> Non
     _redirect_output(spec.log_path)
     stack_file = open(spec.stack_path, "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    if spec.run_as_uid is not None:
+        _drop_privileges(spec.run_as_uid)
     torch.set_num_threads(1)
     ctx = _join_world(spec)
     comm.install()
@@ -97,6 +101,13 @@ def _die_with_parent() -> None:
     if sys.platform == "linux":
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _drop_privileges(uid: int) -> None:
+    """Become ``uid`` for good: no supplementary groups, and no way back to the judge's uid."""
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
 
 
 def _redirect_output(log_path: Path) -> None:

@@ -38,4 +38,8 @@ def make_runner(name: str) -> Runner:
         from grader.runners.local import LocalRunner
 
         return LocalRunner()
-    raise ValueError(f"unknown backend {name!r}; available: local")
+    if name == "docker":
+        from grader.runners.docker import DockerRunner
+
+        return DockerRunner()
+    raise ValueError(f"unknown backend {name!r}; available: local, docker")

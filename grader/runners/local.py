@@ -22,15 +22,28 @@ PG_TIMEOUT_MARGIN_S = 30.0
 class LocalRunner:
     """Grades in this process. ``start_method`` and ``reuse_worlds`` exist for the benchmark's baseline."""
 
-    def __init__(self, *, start_method: str = "forkserver", reuse_worlds: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        start_method: str = "forkserver",
+        reuse_worlds: bool = True,
+        run_as_uid: int | None = None,
+        programs_root: Path | None = None,
+    ) -> None:
+        """``run_as_uid`` and ``programs_root`` serve the container entry point: ranks drop to that uid and
+        read rank programs from ``programs_root/NN_slug`` (a copy of exercises/ they may read)."""
         self.start_method = start_method
         self.reuse_worlds = reuse_worlds
+        self.run_as_uid = run_as_uid
+        self.programs_root = programs_root
         self.last_pools: Pools | None = None
         """The pools of the last run, kept for benchmarks (start counts and times)."""
 
     def run(self, job: GradeJob) -> ExerciseResult:
         started = time.perf_counter()
         scratch = Path(tempfile.mkdtemp(prefix="distgpu-"))
+        if self.run_as_uid is not None:
+            scratch.chmod(0o755)  # ranks read the staged submission here after dropping privileges
         try:
             notes = stage(job.source, job.exercise.files, scratch / "impl")
             plugin = self._grade(job, scratch)
@@ -60,10 +73,11 @@ class LocalRunner:
             backend="nccl" if device == "cuda" else "gloo",
             device=device,
             impl_dir=scratch / "impl",
-            programs_dir=job.course.exercise_dir(job.exercise),
+            programs_dir=(self.programs_root or job.course.root / "exercises") / job.exercise.dirname,
             scratch_dir=scratch,
             pg_timeout_s=max(p.timeout for p in job.exercise.parts) + PG_TIMEOUT_MARGIN_S,
             start_method=self.start_method,
+            run_as_uid=self.run_as_uid,
         )
         self.last_pools = pools = Pools(config, reuse=self.reuse_worlds)
         plugin = GradingPlugin(

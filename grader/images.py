@@ -1,0 +1,88 @@
+"""Building the grading images: stage wheels into a build context, then ``docker build`` from containers/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+CONTAINERS = Path(__file__).resolve().parent.parent / "containers"
+TORCH = "torch==2.13.0"
+REQUIREMENTS = ["pytest>=8.0", "pyyaml>=6.0", "rich>=13.0", "numpy"]
+"""What the judge and the ranks import inside the image, besides torch (the grader itself is mounted)."""
+LOCAL_BASE = "distgpu-base:bookworm"
+"""What containers/make-local-base.sh builds where no registry is reachable."""
+STOCK_BASE = "python:3.11-slim-bookworm"
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    tag: str
+    image_id: str
+    base: str
+    size_mb: float
+    seconds: float
+
+
+def image_tag(kind: str) -> str:
+    """``distgpu-cpu:0.1.0`` or ``distgpu-cuda:0.1.0``: the version of the grader that defines the image."""
+    return f"distgpu-{kind}:{version('distgpu')}"
+
+
+def default_base(client: object) -> str:
+    """The local Debian base if it exists (no registry here), else the stock Python image."""
+    from docker.errors import ImageNotFound
+
+    try:
+        client.images.get(LOCAL_BASE)  # type: ignore[attr-defined]
+        return LOCAL_BASE
+    except ImageNotFound:
+        return STOCK_BASE
+
+
+def build_image(*, kind: str, base: str | None = None) -> BuiltImage:
+    """Build ``image_tag(kind)`` from containers/Dockerfile.<kind>; raises docker.errors.BuildError."""
+    import docker
+
+    client = docker.from_env()
+    base = base or default_base(client)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="distgpu-image-") as folder:
+        context = Path(folder)
+        (context / "Dockerfile").write_text((CONTAINERS / f"Dockerfile.{kind}").read_text())
+        _stage_wheels(context / "wheels", with_torch=kind == "cpu")
+        image, _ = client.images.build(
+            path=str(context), tag=image_tag(kind), buildargs={"BASE": base}, rm=True, forcerm=True
+        )
+    size_mb = image.attrs["Size"] / 1e6
+    return BuiltImage(
+        image_tag(kind), image.id, base, round(size_mb), round(time.perf_counter() - started, 1)
+    )
+
+
+def _stage_wheels(folder: Path, *, with_torch: bool) -> None:
+    """Download Linux x86-64 CPython 3.11 wheels, so the build itself needs no network."""
+    requirements = ([TORCH] if with_torch else []) + REQUIREMENTS
+    folder.mkdir()
+    (folder / "requirements.txt").write_text("\n".join(requirements) + "\n")
+    (folder / "requirements-nontorch.txt").write_text("\n".join(REQUIREMENTS) + "\n")
+    platforms = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--dest",
+        str(folder),
+        *[f"--platform={p}" for p in platforms],
+        *requirements,
+    ]
+    subprocess.run(command, check=True)

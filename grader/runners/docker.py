@@ -1,0 +1,215 @@
+"""The Docker runner: one container per submission, the judge inside it, JSON out.
+
+The container has no network, memory/pids/CPU limits, a read-only root with a tmpfs, no capabilities but the
+three the judge needs to run ranks as another uid (SETUID, SETGID) and to stop them (KILL), and
+no-new-privileges. Its output is drained while it runs; past its deadline it is killed and removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import grader
+from grader.images import image_tag
+from grader.results import ExerciseResult, Status, TestResult
+from grader.runners import GradeJob, SuiteError
+from grader.submission import stage
+
+LABEL = "distgpu.grader"
+"""Every container we start carries it (value: our pid), so leftovers of a killed grader can be swept."""
+START_MARGIN_S = 60.0
+"""Beyond the exercise's own budget: container start, torch import, the first world."""
+MAX_LOG_BYTES = 4 << 20
+
+
+class DockerRunner:
+    """``memory`` and ``pids`` cap the whole container (judge and ranks); pids counts threads too."""
+
+    def __init__(self, *, memory: str = "4g", cpus: float | None = None, pids: int = 4096) -> None:
+        import docker
+
+        self.client = docker.from_env()
+        self.memory, self.cpus, self.pids = memory, cpus, pids
+        sweep_leftovers(self.client)
+
+    def run(self, job: GradeJob) -> ExerciseResult:
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="distgpu-submission-") as folder:
+            notes = stage(job.source, job.exercise.files, Path(folder))
+            Path(folder).chmod(0o755)
+            output, state = self._run_container(job, Path(folder))
+        result = _parse(output, state, job)
+        seconds = round(time.perf_counter() - started, 3)
+        return replace(result, graded=job.label, notes=(*notes, *result.notes), execution_time=seconds)
+
+    def _run_container(self, job: GradeJob, submission: Path) -> tuple[str, dict[str, Any]]:
+        token = secrets.token_hex(16)
+        container = self.client.containers.run(
+            image_tag("cuda" if _device(job) == "cuda" else "cpu"),
+            ["python", "-m", "grader.container", "--exercise", job.exercise.key, "--device", _device(job)],
+            detach=True,
+            environment={"DISTGPU_RESULT_TOKEN": token},
+            mounts=_mounts(job, submission),
+            labels={LABEL: str(os.getpid())},
+            **self._limits(job),
+        )
+        try:
+            drained = _Drain(container)
+            deadline = job.exercise.timeout + START_MARGIN_S
+            try:
+                container.wait(timeout=deadline)
+            except Exception:  # requests' ReadTimeout or ConnectionError: the deadline passed
+                container.kill()
+                return "", {"deadline": deadline}
+            drained.join()
+            container.reload()
+            state = container.attrs["State"]
+            stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
+            return stdout.replace(token, "\0", 1).split("\0", 1)[1] if token in stdout else "", state
+        finally:
+            container.remove(force=True)
+
+    def _limits(self, job: GradeJob) -> dict[str, Any]:
+        from docker.types import DeviceRequest, LogConfig
+
+        limits: dict[str, Any] = dict(
+            network_mode="none",
+            hostname="localhost",
+            mem_limit=self.memory,
+            memswap_limit=self.memory,
+            pids_limit=self.pids,
+            read_only=True,
+            tmpfs={"/tmp": "size=1g,mode=1777"},
+            shm_size="1g",
+            cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID", "KILL"],
+            security_opt=["no-new-privileges"],
+            log_config=LogConfig(type="json-file", config={"max-size": "20m"}),
+            working_dir="/tmp",
+        )
+        if self.cpus:
+            limits["nano_cpus"] = int(self.cpus * 1e9)
+        if _device(job) == "cuda":
+            limits["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        return limits
+
+
+def sweep_leftovers(client: Any) -> list[str]:
+    """Remove containers a grader process that no longer exists left behind; return their ids."""
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        owner = int(container.labels.get(LABEL, "0") or 0)
+        if owner != os.getpid() and not _alive(owner):
+            container.remove(force=True)
+            removed.append(container.id)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
+
+
+def _device(job: GradeJob) -> str:
+    if job.device != "auto":
+        return job.device
+    return (
+        "cuda" if shutil.which("nvidia-smi") and any(p.device == "gpu" for p in job.exercise.parts) else "cpu"
+    )
+
+
+def _mounts(job: GradeJob, submission: Path) -> list[Any]:
+    from docker.types import Mount
+
+    def ro(source: Path, target: str) -> Mount:
+        return Mount(target=target, source=str(source.resolve()), type="bind", read_only=True)
+
+    package_root = Path(grader.__file__).resolve().parent.parent
+    return [
+        ro(job.course.root, "/srv/judge/course"),
+        ro(job.course.root / "exercises", "/opt/distgpu/exercises"),
+        ro(package_root / "grader", "/opt/distgpu/grader"),
+        ro(package_root / "coursekit", "/opt/distgpu/coursekit"),
+        ro(submission, "/submission"),
+    ]
+
+
+class _Drain(threading.Thread):
+    """Read the container's output as it comes (an unread stream can wedge docker kill), keep the tail."""
+
+    def __init__(self, container: Any) -> None:
+        super().__init__(daemon=True)
+        self.container, self.tail = container, b""
+        self.start()
+
+    def run(self) -> None:
+        for chunk in self.container.logs(stream=True, follow=True, stdout=False, stderr=True):
+            self.tail = (self.tail + chunk)[-MAX_LOG_BYTES:]
+
+
+def _parse(output: str, state: dict[str, Any], job: GradeJob) -> ExerciseResult:
+    """The judge's JSON, validated; or a result that gives every part the container's own verdict."""
+    line = output.splitlines()[0] if output else ""
+    try:
+        payload = json.loads(line)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and "suite_error" in payload:
+        raise SuiteError(str(payload["suite_error"]))
+    if isinstance(payload, dict) and "result" in payload:
+        result = ExerciseResult.from_dict(payload["result"])
+        return _mark_oom(result) if state.get("OOMKilled") else result
+    if "deadline" in state:
+        return _whole_exercise(
+            job, Status.TIMEOUT, f"the container outlived its {state['deadline']:g} s deadline"
+        )
+    if state.get("OOMKilled"):
+        return _whole_exercise(job, Status.OOM, f"the container ran out of memory ({state.get('ExitCode')})")
+    return _whole_exercise(
+        job, Status.ERROR, f"the judge ended without a result (exit code {state.get('ExitCode')})"
+    )
+
+
+def _mark_oom(result: ExerciseResult) -> ExerciseResult:
+    """Ranks SIGKILLed while the container hit its memory limit were killed by the OOM killer: say so."""
+    tests = tuple(
+        replace(t, status=Status.OOM) if t.status is Status.CRASHED and "SIGKILL" in t.output else t
+        for t in result.tests
+    )
+    return replace(result, tests=tests)
+
+
+def _whole_exercise(job: GradeJob, status: Status, reason: str) -> ExerciseResult:
+    tests = tuple(
+        TestResult(
+            name=f"{part.id} (all tests)",
+            number=f"{i}.1",
+            part=part.id,
+            score=0.0,
+            max_score=part.points,
+            status=status,
+            output=f"[{part.id}] {reason}",
+        )
+        for i, part in enumerate(job.exercise.parts, start=1)
+    )
+    return ExerciseResult(
+        exercise=job.exercise.key,
+        title=job.exercise.title,
+        graded=job.label,
+        device=_device(job),
+        tests=tests,
+    )
