@@ -43,7 +43,7 @@ def test_ranks_are_started_once_per_world_size(runner: LocalRunner, toy_course: 
 def test_wrong_sum_loses_exactly_the_value_checks(runner: LocalRunner, toy_course: Course) -> None:
     result = grade(runner, toy_course, "wrong")
     failed = [t for t in result.tests if t.status is Status.FAILED]
-    assert {t.name for t in failed} == {"test_two_ranks[2]", "test_sum[2ranks]", "test_sum[3ranks]"}
+    assert {t.name for t in failed} == {"test_two_ranks[2ranks]", "test_sum[2ranks]", "test_sum[3ranks]"}
     assert failed[0].output.startswith("[01.allreduce rank 0/2] wrong tensor at index 0: got 5, expected 4")
     assert result.score == pytest.approx(5 - 3 * 4 / 5)
 
