@@ -12,6 +12,7 @@ from rich.table import Table
 
 from grader import grading, report
 from grader.course import Course, CourseConfigError, load_course
+from grader.results import ExerciseResult
 from grader.runners import SuiteError, make_runner
 from grader.stubs import StubError, write_stubs
 
@@ -25,6 +26,9 @@ examples:
   grade exercise 02 --solution                 grade the reference: validates the course, not a student
   grade check                                  every reference scores 100 %, every stub 0 %, stubs in sync
   grade stubs                                  regenerate exercises/*/ stubs from solutions/
+  grade batch subs/ --exercise 10 --backend docker   grade every student in subs/ (reruns resume)
+  grade batch subs/ --exercise 10 --regrade alice     grade alice again (e.g. after fixing a test)
+  grade export --csv grades.csv                 the gradebook as `nbgrader export` writes it
   grade image build                            build the CPU grading image for --backend docker
   grade exercise 02 --backend docker           grade inside a container (no network, limits, ranks as nobody)
 
@@ -79,6 +83,31 @@ def _parser() -> argparse.ArgumentParser:
 
     stubs = commands.add_parser("stubs", help="regenerate the stubs in exercises/ from solutions/")
     stubs.set_defaults(handler=cmd_stubs)
+
+    batch = commands.add_parser(
+        "batch",
+        help="grade a folder of submissions (resumable)",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    batch.add_argument("submissions", type=Path, help="a folder of per-student folders or zips, named by id")
+    batch.add_argument("--exercise", required=True, help="number or slug")
+    batch.add_argument("--workers", type=int, help="gradings at a time (default: from cores and GPUs)")
+    batch.add_argument("--out", type=Path, help="where records and reports go (default: grades/NN_slug)")
+    batch.add_argument("--regrade", action="append", default=[], metavar="STUDENT", help="grade again")
+    batch.add_argument(
+        "--late",
+        action="store_true",
+        help="record submission times (timestamp.txt, else file time) against the deadline",
+    )
+    batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
+    _add_run_options(batch)
+    batch.set_defaults(handler=cmd_batch)
+
+    export = commands.add_parser("export", help="export the gradebook as nbgrader's CSV")
+    export.add_argument("--csv", type=Path, required=True, help="the file to write")
+    export.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
+    export.set_defaults(handler=cmd_export)
 
     image = commands.add_parser("image", help="grading images for --backend docker")
     image_commands = image.add_subparsers(dest="image_command", required=True)
@@ -180,6 +209,84 @@ def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int
     for exercise in (e for e in course.exercises if e.files):
         for path in write_stubs(course, exercise):
             console.print(f"wrote {path.relative_to(course.root)}")
+    return 0
+
+
+def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.batch import make_plan
+    from grader.gradebook import default_url
+
+    exercise = course.find(args.exercise)
+    gpus = _gpu_count() if args.device != "cpu" else 0
+    device = ("cuda" if gpus else "cpu") if args.device == "auto" else args.device
+    plan = make_plan(
+        course=course, exercise=exercise, backend=args.backend, device=device, workers=args.workers, gpus=gpus
+    )
+    progress = BatchProgressView(console)
+    with progress:
+        outcome = grading.batch_grade(
+            plan=plan,
+            submissions=args.submissions,
+            out=args.out or Path("grades") / exercise.dirname,
+            regrade=args.regrade,
+            gradebook_url=args.gradebook or default_url(course),
+            late=args.late,
+            on_start=progress.start,
+            on_result=progress.advance,
+        )
+    report.batch_summary(outcome.records, console)
+    console.print(
+        f"graded {len(outcome.graded)} of {len(outcome.records)} (the rest were current); "
+        f"reports in {outcome.out}"
+    )
+    return 0
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+class BatchProgressView:
+    """A rich progress bar with ETA and a live count of verdicts."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("grading"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[counts]}"),
+            console=console,
+        )
+        self.counts: dict[str, int] = {}
+        self.task = self.progress.add_task("grading", total=None, counts="")
+
+    def __enter__(self) -> BatchProgressView:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+
+    def start(self, total: int) -> None:
+        self.progress.update(self.task, total=total)
+
+    def advance(self, student: str, result: ExerciseResult) -> None:
+        self.counts[str(result.verdict)] = self.counts.get(str(result.verdict), 0) + 1
+        counts = "  ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        self.progress.update(self.task, advance=1, counts=counts)
+
+
+def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.gradebook import default_url, export_csv, open_gradebook
+
+    with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
+        export_csv(gradebook, args.csv)
+    console.print(f"wrote {args.csv}")
     return 0
 
 

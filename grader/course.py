@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,8 @@ class Exercise:
     """Wall-clock budget for the whole grading run; tests not started by then get 'timeout'."""
     parts: tuple[Part, ...] = ()
     """Empty while the exercise is not written yet."""
+    deadline: datetime | None = None
+    """When submissions are due (ISO 8601 with a time zone); ``grade batch --late`` records lateness."""
 
     @property
     def key(self) -> str:
@@ -191,6 +194,20 @@ class _Reader:
             raise self.fail(node, where, f"expected an integer >= {minimum}, got {value}")
         return value
 
+    def deadline(self, node: yaml.Node, where: str) -> datetime:
+        text = str(getattr(node, "value", ""))
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise self.fail(
+                node,
+                where,
+                f"expected an ISO 8601 time with a zone (2027-01-15T23:59:00+00:00), got {text!r}",
+            )
+        return moment
+
     def number(self, node: yaml.Node, where: str, *, positive: bool) -> float:
         value = self.scalar(node, where, (int, float), "a number")
         if value < 0 or (positive and value == 0):
@@ -210,7 +227,10 @@ class _Reader:
 
     def exercise(self, node: yaml.Node, where: str, section: int) -> Exercise:
         f = self.mapping(
-            node, where, required=("number", "slug", "title"), optional=("files", "timeout", "parts")
+            node,
+            where,
+            required=("number", "slug", "title"),
+            optional=("files", "timeout", "parts", "deadline"),
         )
         number = self.integer(f["number"], f"{where}.number", 1)
         extra: dict[str, Any] = {}
@@ -221,6 +241,8 @@ class _Reader:
             )
         if "timeout" in f:
             extra["timeout"] = self.number(f["timeout"], f"{where}.timeout", positive=True)
+        if "deadline" in f:
+            extra["deadline"] = self.deadline(f["deadline"], f"{where}.deadline")
         if "parts" in f:
             extra["parts"] = tuple(
                 self.part(n, f"{where}.parts[{i}]", number)

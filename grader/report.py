@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -128,3 +130,73 @@ def to_junit(result: ExerciseResult) -> str:
             )
             failure.text = test.output
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# batch outputs
+
+
+def batch_csv(rows: list[tuple[str, ExerciseResult, str | None]]) -> str:
+    """student,score,max_score,verdict,submitted,tests_passed,tests: one line per student, for an LMS."""
+    lines = ["student,score,max_score,verdict,submitted,tests_passed,tests"]
+    for student, result, submitted in sorted(rows, key=lambda row: row[0]):
+        passed = sum(t.status is Status.PASSED for t in result.tests)
+        fields = [
+            student,
+            f"{result.score:g}",
+            f"{result.max_score:g}",
+            str(result.verdict),
+            submitted or "",
+            str(passed),
+            str(len(result.tests)),
+        ]
+        lines.append(",".join(_csv_field(f) for f in fields))
+    return "\n".join(lines) + "\n"
+
+
+def _csv_field(value: str) -> str:
+    return f'"{value.replace(chr(34), chr(34) * 2)}"' if any(c in value for c in ',"\n') else value
+
+
+def histogram_png(scores: list[float], max_score: float, path: Path) -> bool:
+    """A histogram of scores as PNG; False (and no file) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    axes.hist(scores, bins=min(20, max(5, len(set(scores)))), range=(0, max_score or 1), color="#4C72B0")
+    axes.set_xlabel(f"score (out of {max_score:g})")
+    axes.set_ylabel("students")
+    axes.set_title(f"{len(scores)} submissions, mean {sum(scores) / max(1, len(scores)):.2f}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return True
+
+
+def write_batch_outputs(records: list[Any], out: Path, max_score: float) -> None:
+    """grades.csv, results/<student>.json (Gradescope schema) and histogram.png in ``out``."""
+    rows = [(r.student, r.result, r.submitted) for r in records]
+    (out / "grades.csv").write_text(batch_csv(rows))
+    (out / "results").mkdir(exist_ok=True)
+    for student, result, _ in rows:
+        (out / "results" / f"{student}.json").write_text(json.dumps(to_gradescope(result), indent=1))
+    histogram_png([r.score for _, r, _ in rows], max_score, out / "histogram.png")
+
+
+def batch_summary(records: list[Any], console: Console) -> None:
+    """A table of verdicts and score statistics for a batch."""
+    results = [r.result for r in records]
+    table = Table(title=f"{len(results)} submissions", title_justify="left")
+    for column in ("verdict", "students", "mean score"):
+        table.add_column(column)
+    for verdict, count in sorted(Counter(str(r.verdict) for r in results).items()):
+        scores = [r.score for r in results if str(r.verdict) == verdict]
+        table.add_row(
+            Text(verdict, style=STYLES[Status(verdict)]), str(count), f"{sum(scores) / len(scores):.2f}"
+        )
+    console.print(table)

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from grader.course import Exercise
+
 
 class Status(StrEnum):
     PASSED = "passed"
@@ -71,6 +73,32 @@ class ExerciseResult:
         data = asdict(self)
         data["tests"] = [asdict(t) | {"status": str(t.status)} for t in self.tests]
         return data
+
+    @classmethod
+    def for_every_part(
+        cls, *, exercise: Exercise, status: Status, reason: str, graded: str, device: str
+    ) -> ExerciseResult:
+        """One synthetic test per part, all with ``status``: when no test could report for itself."""
+        tests = tuple(
+            TestResult(
+                name=f"{part.id} (all tests)",
+                number=f"{i}.1",
+                part=part.id,
+                score=0.0,
+                max_score=part.points,
+                status=status,
+                output=f"[{part.id}] {reason}",
+            )
+            for i, part in enumerate(exercise.parts, start=1)
+        )
+        return cls(exercise=exercise.key, title=exercise.title, graded=graded, device=device, tests=tests)
+
+    @property
+    def verdict(self) -> Status:
+        """The submission at a glance: passed when full marks, else its gravest test status."""
+        order = (Status.ERROR, Status.CRASHED, Status.OOM, Status.TIMEOUT, Status.FAILED, Status.BLOCKED)
+        present = {t.status for t in self.tests}
+        return next((s for s in order if s in present), Status.PASSED)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExerciseResult:

@@ -20,7 +20,7 @@ from typing import Any
 
 import grader
 from grader.images import image_tag
-from grader.results import ExerciseResult, Status, TestResult
+from grader.results import ExerciseResult, Status
 from grader.runners import GradeJob, SuiteError
 from grader.submission import stage
 
@@ -178,7 +178,7 @@ def _parse(output: str, state: dict[str, Any], job: GradeJob) -> ExerciseResult:
             job, Status.TIMEOUT, f"the container outlived its {state['deadline']:g} s deadline"
         )
     if state.get("OOMKilled"):
-        return _whole_exercise(job, Status.OOM, f"the container ran out of memory ({state.get('ExitCode')})")
+        return _whole_exercise(job, Status.OOM, "the container ran out of memory")
     return _whole_exercise(
         job, Status.ERROR, f"the judge ended without a result (exit code {state.get('ExitCode')})"
     )
@@ -194,22 +194,6 @@ def _mark_oom(result: ExerciseResult) -> ExerciseResult:
 
 
 def _whole_exercise(job: GradeJob, status: Status, reason: str) -> ExerciseResult:
-    tests = tuple(
-        TestResult(
-            name=f"{part.id} (all tests)",
-            number=f"{i}.1",
-            part=part.id,
-            score=0.0,
-            max_score=part.points,
-            status=status,
-            output=f"[{part.id}] {reason}",
-        )
-        for i, part in enumerate(job.exercise.parts, start=1)
-    )
-    return ExerciseResult(
-        exercise=job.exercise.key,
-        title=job.exercise.title,
-        graded=job.label,
-        device=_device(job),
-        tests=tests,
+    return ExerciseResult.for_every_part(
+        exercise=job.exercise, status=status, reason=reason, graded=job.label, device=_device(job)
     )

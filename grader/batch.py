@@ -1,0 +1,188 @@
+"""``grade batch``: grade a folder of submissions, each in its own process (and container), resumably.
+
+Order of work: grade the reference first (a suite that does not give the reference full marks would grade
+every student wrong, so the batch stops); then every submission whose record is missing or stale, N at a
+time; each finished grade is written as a record (atomically) and into the gradebook by this process alone.
+A rerun after a crash or a kill grades only what has no current record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.course import Course, Exercise
+from grader.results import ExerciseResult, Status
+from grader.runners import SuiteError
+
+PROCESS_MARGIN_S = 120.0
+"""Beyond the exercise's budget, for a grading process: interpreter, torch, container start."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    student: str
+    path: Path
+    submitted: dt.datetime | None
+
+
+@dataclass
+class BatchPlan:
+    course: Course
+    exercise: Exercise
+    backend: str
+    device: str
+    workers: int
+    gpu_slots: list[str | None] = field(default_factory=list)
+    """One entry per worker: the GPU ids it owns ("0,1"), or None on CPU. No two workers share a GPU."""
+
+
+def discover(folder: Path) -> list[Submission]:
+    """Every folder or .zip in ``folder`` is one student's submission, named by the student's id."""
+    found = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir() or entry.suffix == ".zip":
+            student = entry.name if entry.is_dir() else entry.stem
+            found.append(Submission(student, entry, _submitted_at(entry)))
+    return found
+
+
+def _submitted_at(entry: Path) -> dt.datetime | None:
+    """nbgrader's convention: a timestamp.txt in the submission folder; else the file's modification time."""
+    stamp = entry / "timestamp.txt"
+    if stamp.is_file():
+        try:
+            moment = dt.datetime.fromisoformat(stamp.read_text().strip())
+            return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+        except ValueError:
+            return None
+    return dt.datetime.fromtimestamp(entry.stat().st_mtime, tz=dt.UTC)
+
+
+def make_plan(
+    *, course: Course, exercise: Exercise, backend: str, device: str, workers: int | None, gpus: int
+) -> BatchPlan:
+    """How many gradings run at once: on CPU one per `ranks` cores; on GPUs, each with GPUs of its own."""
+    ranks = max((max(p.world_sizes) for p in exercise.parts), default=1)
+    if device == "cuda":
+        per_slot = min(ranks, gpus)
+        if not per_slot:
+            raise ValueError("--device cuda: no GPU is visible here")
+        slots: list[str | None] = [
+            ",".join(map(str, range(first, first + per_slot)))
+            for first in range(0, gpus - per_slot + 1, per_slot)
+        ]
+        slots = slots[: workers or len(slots)]
+    else:
+        slots = [None] * (workers or max(1, (os.cpu_count() or 1) // ranks))
+    return BatchPlan(
+        course=course, exercise=exercise, backend=backend, device=device, workers=len(slots), gpu_slots=slots
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# grading one submission in its own process
+
+
+def grade_in_process(plan: BatchPlan, source: Path | None, label: str, gpus: str | None) -> ExerciseResult:
+    """Run ``python -m grader.gradeone`` and read its JSON; a process that overruns becomes a timeout."""
+    with tempfile.TemporaryDirectory(prefix="distgpu-batch-") as folder:
+        out = Path(folder) / "result.json"
+        command = [
+            sys.executable,
+            "-m",
+            "grader.gradeone",
+            "--course",
+            str(plan.course.root / "course.yml"),
+            "--exercise",
+            plan.exercise.key,
+            "--backend",
+            plan.backend,
+            "--device",
+            plan.device,
+            "--out",
+            str(out),
+            "--label",
+            label,
+        ]
+        command += ["--submission", str(source)] if source else []
+        command += ["--gpus", gpus] if gpus else []
+        deadline = plan.exercise.timeout + PROCESS_MARGIN_S
+        try:
+            subprocess.run(
+                command, timeout=deadline, preexec_fn=_die_with_parent, capture_output=True, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return ExerciseResult.for_every_part(
+                exercise=plan.exercise,
+                status=Status.TIMEOUT,
+                graded=label,
+                device=plan.device,
+                reason=f"grading did not finish within {deadline:g} s",
+            )
+        return _read_result(out, plan, label)
+
+
+def _read_result(out: Path, plan: BatchPlan, label: str) -> ExerciseResult:
+    try:
+        payload = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return ExerciseResult.for_every_part(
+            exercise=plan.exercise,
+            status=Status.ERROR,
+            graded=label,
+            device=plan.device,
+            reason="the grading process ended without a result",
+        )
+    if "suite_error" in payload:
+        raise SuiteError(payload["suite_error"])
+    return ExerciseResult.from_dict(payload["result"])
+
+
+def _die_with_parent() -> None:
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a killed batch leaves no grader behind
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the pool
+
+
+def grade_all(
+    plan: BatchPlan,
+    todo: list[Submission],
+    on_done: Callable[[Submission, ExerciseResult], None],
+) -> None:
+    """Grade ``todo`` on ``plan.workers`` slots; ``on_done`` runs in this thread, one result at a time."""
+    free_slots = list(plan.gpu_slots or [None] * plan.workers)
+    pending: dict[Future[ExerciseResult], tuple[Submission, str | None]] = {}
+    queue = list(todo)
+    with ThreadPoolExecutor(max_workers=plan.workers) as pool:
+        while queue or pending:
+            while queue and free_slots:
+                submission, slot = queue.pop(0), free_slots.pop()
+                future = pool.submit(grade_in_process, plan, submission.path, submission.student, slot)
+                pending[future] = (submission, slot)
+            done = next(as_completed(pending))
+            submission, slot = pending.pop(done)
+            free_slots.append(slot)
+            on_done(submission, done.result())
+
+
+def tally(results: list[ExerciseResult]) -> Counter[str]:
+    """How many submissions ended passed, failed, timeout, crashed...: each counted by its gravest verdict."""
+    return Counter(str(r.verdict) for r in results)

@@ -1,0 +1,89 @@
+"""The batch's durable state: one JSON record per student, written atomically, keyed by what was graded.
+
+A record's key hashes the submission's staged files, the suite (references, hidden and public tests, rank
+programs, the exercise's course.yml entry, the grader's version) and the runner (the image id for Docker).
+A record with the current key is never graded again; any change to one of those makes it stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from grader.course import Course, Exercise
+from grader.results import ExerciseResult
+from grader.submission import stage
+
+
+@dataclass(frozen=True)
+class Record:
+    student: str
+    key: str
+    result: ExerciseResult
+    submitted: str | None
+    """ISO 8601 time the student submitted, when known."""
+
+
+def suite_hash(course: Course, exercise: Exercise) -> str:
+    """Everything on the course's side that decides a grade."""
+    digest = hashlib.sha256(f"{version('distgpu')}\n{exercise!r}\n".encode())
+    folders = [course.solution_dir(exercise), course.exercise_dir(exercise)]
+    for folder in folders:
+        for path in sorted(folder.rglob("*.py")) if folder.is_dir() else []:
+            if folder == course.exercise_dir(exercise) and path.name in exercise.files:
+                continue  # the stubs: what is graded comes from the submission
+            digest.update(str(path.relative_to(course.root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def submission_key(source: Path, exercise: Exercise, suite: str, runner_id: str) -> str:
+    """Hash of the files grading would take from ``source``, plus the suite and the runner."""
+    digest = hashlib.sha256(f"{suite}\n{runner_id}\n".encode())
+    with tempfile.TemporaryDirectory(prefix="distgpu-key-") as folder:
+        notes = stage(source, exercise.files, Path(folder))
+        digest.update("\n".join(notes).encode())
+        for name in exercise.files:
+            path = Path(folder) / name
+            digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<missing>"))
+    return digest.hexdigest()
+
+
+class RecordStore:
+    """``folder/<student>.json``; a write is a rename of a fully written file, so a kill loses nothing."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def get(self, student: str) -> Record | None:
+        try:
+            data = json.loads((self.folder / f"{student}.json").read_text())
+            return Record(
+                data["student"], data["key"], ExerciseResult.from_dict(data["result"]), data["submitted"]
+            )
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def put(self, record: Record) -> None:
+        data: dict[str, Any] = {
+            "student": record.student,
+            "key": record.key,
+            "submitted": record.submitted,
+            "result": record.result.to_dict(),
+        }
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{record.student}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.folder / f"{record.student}.json")
+
+    def all(self) -> list[Record]:
+        records = (self.get(p.stem) for p in sorted(self.folder.glob("*.json")))
+        return [r for r in records if r is not None]
