@@ -60,6 +60,8 @@ class RecordStore:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
+        for partial in folder.glob(".*.tmp"):  # a write cut short by a kill: its grade was never recorded
+            partial.unlink()
 
     def get(self, student: str) -> Record | None:
         try:

@@ -91,6 +91,7 @@ def test_flags_are_frozen() -> None:
         ],
         "check": ["--backend", "--device", "--help", "-h"],
         "stubs": ["--help", "-h"],
+        "image": ["--help", "-h"],
     }
 
 

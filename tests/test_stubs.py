@@ -15,17 +15,28 @@ def test_committed_stubs_match_generation(course: Course) -> None:
     assert stale == [], "run `grade stubs` and commit the result"
 
 
-def test_every_stubbed_body_raises_not_implemented_naming_a_real_part(course: Course) -> None:
+def test_every_solution_region_became_a_todo_naming_its_part(course: Course) -> None:
     part_ids = {p.id for e in course.exercises for p in e.parts}
     for exercise in course.exercises:
         for name in exercise.files:
+            reference = (course.solution_dir(exercise) / name).read_text()
+            regions = [
+                ln.split("BEGIN SOLUTION")[1].strip()
+                for ln in reference.splitlines()
+                if "BEGIN SOLUTION" in ln
+            ]
             tree = ast.parse((course.exercise_dir(exercise) / name).read_text())
-            raises = [n for n in ast.walk(tree) if isinstance(n, ast.Raise)]
-            assert raises, f"{exercise.dirname}/{name} has no stubbed body"
-            for node in raises:
-                message = node.exc.args[0].value  # type: ignore[union-attr]
-                assert node.exc.func.id == "NotImplementedError"  # type: ignore[union-attr]
-                assert message.removeprefix("TODO(").split(")")[0] in part_ids, message
+            todos = [
+                node.exc.args[0].value
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Raise)
+                and isinstance(node.exc, ast.Call)
+                and getattr(node.exc.func, "id", None) == "NotImplementedError"
+            ]
+            assert sorted(t.removeprefix("TODO(").split(")")[0] for t in todos) == sorted(regions), (
+                f"{exercise.dirname}/{name}"
+            )
+            assert set(regions) <= part_ids, f"{exercise.dirname}/{name} names a part course.yml lacks"
 
 
 def test_region_is_replaced_at_its_indentation() -> None:

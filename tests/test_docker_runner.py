@@ -1,0 +1,70 @@
+"""The Docker runner against a real engine: same scores as local, locked down, nothing left behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from docker_support import require_docker_image
+
+from grader.course import Course
+from grader.results import ExerciseResult, Status
+from grader.runners import GradeJob
+from grader.runners.docker import LABEL, DockerRunner
+from grader.runners.local import LocalRunner
+
+SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
+
+
+@pytest.fixture(scope="module")
+def docker_runner() -> DockerRunner:
+    require_docker_image()
+    return DockerRunner(memory="2g")
+
+
+def grade(runner: object, course: Course, name: str | None) -> ExerciseResult:
+    exercise = course.find("toy")
+    source = course.solution_dir(exercise) if name is None else SUBMISSIONS / name
+    return runner.run(
+        GradeJob(course=course, exercise=exercise, source=source, label=str(name), device="cpu")
+    )  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", [None, "wrong", "crash", "raise_at_import"])
+def test_same_scores_as_the_local_runner(
+    docker_runner: DockerRunner, runner: LocalRunner, toy_course: Course, name: str | None
+) -> None:
+    in_docker, local = grade(docker_runner, toy_course, name), grade(runner, toy_course, name)
+    assert [(t.name, t.status, t.score) for t in in_docker.tests] == [
+        (t.name, t.status, t.score) for t in local.tests
+    ]
+
+
+def test_ranks_cannot_read_the_hidden_suite_or_the_reference(
+    docker_runner: DockerRunner, toy_course: Course
+) -> None:
+    result = grade(docker_runner, toy_course, "leak")
+    outputs = "\n".join(t.output for t in result.tests)
+    assert (
+        "PermissionError: [Errno 13] Permission denied: '/srv/judge/course/solutions/01_toy/test_hidden.py'"
+        in outputs
+    )
+    assert "BEGIN SOLUTION" not in outputs and "What this catches" not in outputs
+
+
+def test_a_memory_hog_is_an_oom_verdict(toy_course: Course) -> None:
+    require_docker_image()
+    result = grade(DockerRunner(memory="1g"), toy_course, "memory_hog")
+    assert {t.status for t in result.tests if t.part == "01.square"} == {Status.OOM}
+
+
+def test_no_container_is_left_and_leftovers_are_swept(
+    docker_runner: DockerRunner, toy_course: Course
+) -> None:
+    client = docker_runner.client
+    orphan = client.containers.run(
+        "distgpu-cpu:0.1.0", ["sleep", "300"], detach=True, labels={LABEL: "999999"}
+    )
+    grade(DockerRunner(), toy_course, "wrong")  # a new runner sweeps what a dead grader (pid 999999) left
+    assert client.containers.list(all=True, filters={"label": LABEL}) == []
+    assert orphan.id not in [c.id for c in client.containers.list(all=True)]
