@@ -29,6 +29,8 @@ examples:
   grade batch subs/ --exercise 10 --backend docker   grade every student in subs/ (reruns resume)
   grade batch subs/ --exercise 10 --regrade alice     grade alice again (e.g. after fixing a test)
   grade export --csv grades.csv                 the gradebook as `nbgrader export` writes it
+  grade release ../distgpu-student             the student bundle (no solutions/, no hidden tests; scanned)
+  grade gradescope 02 ex02-autograder.zip      a Gradescope autograder for one exercise (CPU only there)
   grade image build                            build the CPU grading image for --backend docker
   grade exercise 02 --backend docker           grade inside a container (no network, limits, ranks as nobody)
 
@@ -108,6 +110,20 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--csv", type=Path, required=True, help="the file to write")
     export.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     export.set_defaults(handler=cmd_export)
+
+    release = commands.add_parser("release", help="the student bundle: no solutions, no hidden suites")
+    release.add_argument("out", type=Path, help="a new folder for the bundle")
+    release.set_defaults(handler=cmd_release)
+
+    gradescope = commands.add_parser("gradescope", help="an exercise's Gradescope autograder zip")
+    gradescope.add_argument("id", help="number or slug")
+    gradescope.add_argument("out", type=Path, help="the zip to write")
+    gradescope.set_defaults(handler=cmd_gradescope)
+
+    prairielearn = commands.add_parser("prairielearn", help="an exercise's PrairieLearn external grader")
+    prairielearn.add_argument("id", help="number or slug")
+    prairielearn.add_argument("out", type=Path, help="a folder for serverFilesCourse/ and info-snippet.json")
+    prairielearn.set_defaults(handler=cmd_prairielearn)
 
     image = commands.add_parser("image", help="grading images for --backend docker")
     image_commands = image.add_subparsers(dest="image_command", required=True)
@@ -287,6 +303,36 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
     with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
         export_csv(gradebook, args.csv)
     console.print(f"wrote {args.csv}")
+    return 0
+
+
+def cmd_release(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.release import build_release
+
+    leaks = build_release(course, args.out)
+    for leak in leaks:
+        console.print(f"[bold red]leak:[/] {leak}", markup=True, highlight=False)
+    if leaks:
+        return 1
+    console.print(f"wrote the student release to {args.out}: no reference body or hidden test text in it")
+    return 0
+
+
+def cmd_gradescope(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.exports import gradescope_zip
+
+    gradescope_zip(course, course.find(args.id), args.out)
+    console.print(f"wrote {args.out}: upload it as the autograder (ranks run on CPU there: no GPUs)")
+    return 0
+
+
+def cmd_prairielearn(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.exports import prairielearn_folder
+
+    prairielearn_folder(course, course.find(args.id), args.out)
+    console.print(
+        f"wrote {args.out}: copy serverFilesCourse/ into your course, info-snippet.json into the question"
+    )
     return 0
 
 

@@ -1,11 +1,14 @@
-"""Entry point inside a grading container: run the judge as root, ranks as nobody, print the result as JSON.
+"""Grade one submission with the judge as root and the ranks as nobody: inside a container or autograder.
 
-    python -m grader.container --exercise 02 --device cpu
+    python -m grader.container --exercise 02                           # the Docker runner's layout
+    python -m grader.container --exercise 02 --course /autograder/source/course.yml \\
+        --programs-root /autograder/public/exercises --submission /autograder/submission \\
+        --format gradescope --out /autograder/results/results.json     # a Gradescope autograder
 
-Layout (made by ``grader.runners.docker``): the course, hidden suites included, at /srv/judge/course (a
-folder only root may enter); exercises/, grader/ and coursekit/ also at /opt/distgpu (readable by the ranks);
-the submission at /submission. The result is one stdout line: the token from DISTGPU_RESULT_TOKEN (which the
-ranks, another uid, cannot read from this process's environment) followed by the result JSON.
+The Docker runner's layout: the course, hidden suites included, at /srv/judge/course (a folder only root may
+enter); exercises/, grader/ and coursekit/ at /opt/distgpu (readable by the ranks); the submission at
+/submission. With ``--format token`` (the default) the result is one stdout line: the token from
+DISTGPU_RESULT_TOKEN (the ranks, another uid, cannot read this process's environment), then the JSON.
 """
 
 from __future__ import annotations
@@ -15,16 +18,16 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+from grader import report
 from grader.course import load_course
+from grader.exports import to_prairielearn
 from grader.runners import GradeJob, SuiteError
 from grader.runners.local import LocalRunner
 
-COURSE = Path("/srv/judge/course/course.yml")
-PROGRAMS_ROOT = Path("/opt/distgpu/exercises")
-SUBMISSION = Path("/submission")
 RANK_UID = 65534
-"""nobody: owns no file in the image, and cannot enter /srv/judge."""
+"""nobody: owns no file in the image, and cannot enter the judge's folder."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,23 +35,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exercise", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--label", default="submission")
+    parser.add_argument("--course", type=Path, default=Path("/srv/judge/course/course.yml"))
+    parser.add_argument("--programs-root", type=Path, default=Path("/opt/distgpu/exercises"))
+    parser.add_argument("--submission", type=Path, default=Path("/submission"))
+    parser.add_argument("--format", choices=("token", "gradescope", "prairielearn"), default="token")
+    parser.add_argument("--out", type=Path, help="results file for --format gradescope or prairielearn")
     args = parser.parse_args(argv)
-    token = os.environ.pop("DISTGPU_RESULT_TOKEN")
-    course = load_course(COURSE)
-    runner = LocalRunner(run_as_uid=RANK_UID, programs_root=PROGRAMS_ROOT)
+    course = load_course(args.course)
+    runner = LocalRunner(run_as_uid=RANK_UID, programs_root=args.programs_root)
     job = GradeJob(
         course=course,
         exercise=course.find(args.exercise),
-        source=SUBMISSION,
+        source=args.submission,
         label=args.label,
         device=args.device,
     )
     try:
-        payload = {"result": runner.run(job).to_dict()}
+        payload: dict[str, Any] = {"result": runner.run(job).to_dict()}
     except SuiteError as exc:
         payload = {"suite_error": str(exc)}
-    sys.stdout.write(token + json.dumps(payload) + "\n")
-    sys.stdout.flush()
+    if args.format == "token":
+        sys.stdout.write(os.environ.pop("DISTGPU_RESULT_TOKEN") + json.dumps(payload) + "\n")
+        sys.stdout.flush()
+        return 0
+    return _write_platform_results(payload, args.format, args.out)
+
+
+def _write_platform_results(payload: dict[str, Any], platform: str, out: Path) -> int:
+    from grader.results import ExerciseResult
+
+    if "suite_error" in payload:
+        print(payload["suite_error"], file=sys.stderr)
+        return 2
+    gradescope = report.to_gradescope(ExerciseResult.from_dict(payload["result"]))
+    data = gradescope if platform == "gradescope" else to_prairielearn(gradescope)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data))
     return 0
 
 

@@ -50,7 +50,7 @@ class WorldConfig:
 def _context(start_method: str) -> Any:
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
-        # torch.optim pulls in torch._dynamo (seconds); importing it once here spares every rank of every world.
+        # torch.optim imports torch._dynamo (seconds): importing it once here spares every rank.
         ctx.set_forkserver_preload(["torch", "torch.distributed", "torch.optim", "grader.harness.worker"])
     return ctx
 

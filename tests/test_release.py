@@ -1,0 +1,58 @@
+"""`grade release`: the student bundle holds no reference body and no hidden test, and still grades."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader import cli
+from grader.course import Course, load_course
+from grader.release import build_release, find_leaks
+
+
+@pytest.fixture(scope="module")
+def bundle(course: Course, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("release") / "distgpu-student"
+    assert build_release(course, out) == []
+    return out
+
+
+def test_no_solutions_and_no_hidden_suites(bundle: Path) -> None:
+    assert not (bundle / "solutions").exists()
+    assert list(bundle.rglob("test_hidden.py")) == []
+    assert (bundle / "exercises" / "02_ring_tree" / "test_public.py").is_file()
+
+
+def test_the_scan_catches_a_planted_hidden_test_and_a_stale_stub(
+    course: Course, bundle: Path, tmp_path: Path
+) -> None:
+    planted = tmp_path / "planted"
+    shutil.copytree(bundle, planted)
+    shutil.copyfile(
+        course.solution_dir(course.find("02")) / "test_hidden.py", planted / "exercises" / "notes.py"
+    )
+    stub = planted / "exercises" / "02_ring_tree" / "allreduce.py"
+    stub.write_text((course.solution_dir(course.find("02")) / "allreduce.py").read_text())
+    leaks = find_leaks(course, planted)
+    assert any(
+        leak.startswith("exercises/notes.py: a line from solutions/02_ring_tree/test_hidden.py")
+        for leak in leaks
+    )
+    assert any(
+        leak.startswith(
+            "exercises/02_ring_tree/allreduce.py: a line from solutions/02_ring_tree/allreduce.py"
+        )
+        for leak in leaks
+    )
+
+
+def test_in_the_bundle_grading_says_hidden_tests_run_at_submission(
+    bundle: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert load_course(bundle / "course.yml").find("01").parts
+    code = cli.main(["--course", str(bundle / "course.yml"), "exercise", "01", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert code == 1 and "public checks only: the hidden tests run when you submit" in out
+    assert "hidden" not in {line.split("│")[3].strip() for line in out.splitlines() if line.count("│") > 6}
