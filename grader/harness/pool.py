@@ -50,8 +50,10 @@ class WorldConfig:
 def _context(start_method: str) -> Any:
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
-        # torch.optim imports torch._dynamo (seconds): importing it once here spares every rank.
-        ctx.set_forkserver_preload(["torch", "torch.distributed", "torch.optim", "grader.harness.worker"])
+        # torch.optim imports torch._dynamo, and autograd's first backward imports symbolic_shapes (sympy):
+        # seconds each; importing them once here spares every rank of every world.
+        preload = ["torch", "torch.distributed", "torch.optim", "torch.fx.experimental.symbolic_shapes"]
+        ctx.set_forkserver_preload([*preload, "grader.harness.worker"])
     return ctx
 
 
