@@ -16,7 +16,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from coursekit import flight_recorder as fr
-from coursekit.flight_recorder import ENTRY_KEYS, SCENARIOS, Group, Recorder, world_group
+from coursekit import fr_scenarios
+from coursekit.flight_recorder import ENTRY_KEYS, Group, Recorder, world_group
+from coursekit.fr_scenarios import SCENARIOS
 
 # ---------------------------------------------------------------------------------------------------------
 # the schema, against a dump recorded live: gloo records flight-recorder entries too (torch >= 2.8)
@@ -130,9 +132,9 @@ def test_ring_buffer_keeps_the_newest_entries() -> None:
 
 def test_shipped_json_is_what_the_generator_writes() -> None:
     for name, make in SCENARIOS.items():
-        shipped, fresh = fr.load(name), make()
+        shipped, fresh = fr_scenarios.load(name), make()
         assert shipped.dumps == fresh.dumps, (
-            f"coursekit/data/fr_{name}.json is stale: python -m coursekit.flight_recorder"
+            f"coursekit/data/fr_{name}.json is stale: python -m coursekit.fr_scenarios"
         )
         assert shipped.expected == fresh.expected and shipped.story == fresh.story
 
@@ -176,13 +178,13 @@ def _torch_findings(dumps: dict) -> dict:
     return found
 
 
-def _expected(scenario: fr.Scenario) -> dict:
+def _expected(scenario: fr_scenarios.Scenario) -> dict:
     return {g: (f["collective_seq_id"], f["kind"], f["ranks"]) for g, f in scenario.expected.items()}
 
 
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if n != "ring_buffer_wrapped"])
 def test_torch_fr_trace_agrees_on_the_shipped_scenarios(name: str) -> None:
-    scenario = fr.load(name)
+    scenario = fr_scenarios.load(name)
     assert _torch_findings(scenario.dumps) == _expected(scenario)
 
 
@@ -192,7 +194,7 @@ def test_torch_fr_trace_agrees_on_random_scenarios() -> None:
     # it reports collective 29 where rank 1 in fact stopped before 41). The exercise aligns by seq id instead.
     checked = 0
     for seed in range(120):
-        scenario = fr.random_scenario(seed)
+        scenario = fr_scenarios.random_scenario(seed)
         if any(d.get("entries", [{}])[0].get("record_id", 0) > 0 for d in scenario.dumps.values()):
             continue  # some ring buffer has wrapped
         assert _torch_findings(scenario.dumps) == _expected(scenario), (seed, scenario.story)

@@ -1,0 +1,72 @@
+"""What this catches: the first things to get right in each part. Run them with `grade exercise 03`.
+
+The expected values are published figures or worked out by hand in README.md, never a reference solution.
+The hidden suite checks every function on many more ranks, sizes and parameters, and times your benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from grader.harness import World
+
+ALPHA, BETA = 5e-6, 1 / 50e9  # 5 us per message, 50 GB/s links (ground-truth.md §2)
+
+
+def many(world: World, module: str, function: str, calls: list[tuple]) -> list[Any]:
+    inputs = {"module": module, "function": function, "calls": [list(c) for c in calls]}
+    [res] = world.run("rank_programs:call_many", inputs=inputs)
+    return res.value
+
+
+def near(got: Any, expected: float, what: str, rel: float = 1e-9) -> None:
+    assert type(got) in (int, float), f"{what}: expected a number, got {got!r}"
+    assert math.isclose(got, expected, rel_tol=rel), f"{what}: got {got!r}, expected {expected!r}"
+
+
+@pytest.mark.part("03.alpha_beta")
+def test_one_mebibyte_on_8_ranks(world: World) -> None:
+    # 2(p-1) alpha + 2(p-1)/p n beta = 70 us + 36.70 us; recursive doubling 3 alpha + 3 n beta = 15 + 62.91 us
+    [ring] = many(world, "costs", "ring_allreduce_time", [(8, 1 << 20, ALPHA, BETA)])
+    near(ring, 70e-6 + 1.75 * (1 << 20) / 50e9, "ring all-reduce of 1 MiB on 8 ranks, in seconds")
+    [rd] = many(world, "costs", "recursive_doubling_allreduce_time", [(8, 1 << 20, ALPHA, BETA)])
+    near(rd, 15e-6 + 3 * (1 << 20) / 50e9, "recursive doubling, 1 MiB on 8 ranks, in seconds")
+
+
+@pytest.mark.part("03.bus_bandwidth")
+def test_all_reduce_perf_line(world: World) -> None:
+    # all_reduce_perf, 8 ranks, 128 MiB of floats in 1 ms: algbw = 134.22 GB/s (GB = 1e9), busbw x 2*7/8
+    [got] = many(world, "nccl_tests", "nccl_tests_bandwidth", [("AllReduce", 1 << 25, 4, 1e-3, 8)])
+    near(got["algbw"], 134.217728, "algbw in GB/s")
+    near(got["busbw"], 134.217728 * 1.75, "busbw in GB/s")
+
+
+@pytest.mark.part("03.crossover")
+def test_ring_overtakes_recursive_doubling(world: World) -> None:
+    # 14 alpha + 1.75 n beta = 3 alpha + 3 n beta  =>  n = 11 alpha / (1.25 beta) = 2.2 MB
+    [n] = many(world, "costs", "crossover_ring_recursive_doubling", [(8, ALPHA, BETA)])
+    near(n, 2.2e6, "crossover on 8 ranks, bytes")
+
+
+@pytest.mark.part("03.fit")
+def test_fit_a_clean_line(world: World) -> None:
+    sizes = [1024, 65536, 1 << 20]
+    [got] = many(world, "measure", "fit_alpha_beta", [(sizes, [40e-6 + s / 2.5e9 for s in sizes])])
+    near(got[0], 40e-6, "alpha of t = 40 us + S / 2.5 GB/s")
+    near(got[1], 1 / 2.5e9, "beta of t = 40 us + S / 2.5 GB/s")
+
+
+@pytest.mark.part("03.measure")
+@pytest.mark.parametrize("world", [2], indirect=True)
+def test_measure_returns_agreed_seconds(world: World) -> None:
+    sizes = [1 << 10, 1 << 20]
+    results = world.call(
+        "measure", "measure_allreduce", args=[(sizes,)] * 2, kwargs={"iters": 3, "warmup": 1}
+    )
+    a, b = (r.returned for r in results)
+    assert isinstance(a, list) and len(a) == 2, f"expected one time per size, got {a!r}"
+    assert a == b, f"both ranks must return the same times (the max over ranks): {a} vs {b}"
+    assert all(isinstance(t, float) and 0 < t < 1 for t in a), f"times in seconds, each well under 1 s: {a}"

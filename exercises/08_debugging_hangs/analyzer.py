@@ -1,0 +1,40 @@
+"""Read PyTorch flight-recorder dumps from every rank and name the first collective the ranks disagree on.
+
+Each rank keeps a ring buffer of its last TORCH_FR_BUFFER_SIZE collectives and point-to-point ops; on a hang
+(TORCH_NCCL_DUMP_ON_TIMEOUT=1) every rank writes it out. A collective is the same call on every member of its
+process group exactly when the entries with the same `collective_seq_id` agree. torch's own analyzer does the
+same: torch/distributed/flight_recorder/components/builder.py, `build_collectives` ("Not all ranks joining
+collective", COLLECTIVE_TYPE_MISMATCH, SIZE_OR_SYNTAX_MISMATCH, COLLECTIVE_DTYPE_MISMATCH in types.py).
+Dump schema 2.10: see coursekit/flight_recorder.py. Check: `grade exercise 08`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+
+def op_name(profiling_name: str) -> str:
+    """'nccl:all_reduce' -> 'all_reduce'; 'nccl:send 0->1' -> 'send' (any backend prefix: nccl, gloo, ...)."""
+    return profiling_name.split(":", 1)[1].split(" ")[0]
+
+
+def find_mismatches(dumps: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each process group's FIRST bad collective. `dumps`: str(rank) -> that rank's dump (a JSON object).
+
+    Per group (named in the dumps' `pg_config`, members parsed from its "ranks" string): take each member's
+    collective entries of the group (skip `is_p2p` entries: a send/recv repeats the last collective_seq_id).
+    Start at the largest of the members' first recorded collective_seq_id (older entries may have left some
+    ring buffers; a member with no entry of the group at all counts as having reached nothing) and walk up
+    to the largest seq id any member reached. At each seq id k, in this order:
+      "missing": members with no entry k (they never got there);
+      "op":      members whose op (`op_name` of profiling_name) differs from the majority's;
+      "sizes":   members whose [input_sizes, output_sizes] differ from the majority's;
+      "dtypes":  members whose [input_dtypes, output_dtypes] differ from the majority's.
+    The majority value is the one most members hold; on a tie, the one the lowest such rank holds.
+    Return {pg_name: {"collective_seq_id": k, "op": majority op at k, "kind": ..., "ranks": sorted culprits,
+    "found": {str(rank): that rank's value}}} ("found" is {} for "missing"). Groups without a problem are left
+    out; {} when every collective matches.
+    """
+    raise NotImplementedError("TODO(08.flight_recorder): not implemented yet")

@@ -1,0 +1,209 @@
+"""Trusted rank programs for exercise 11: run your code forward and backward; count what it keeps and says.
+
+- Activation memory is measured, not estimated, and without clocks or RSS: `torch.autograd.graph.
+  saved_tensors_hooks` sees every tensor that an op or a custom Function saves for backward. The program adds
+  up the bytes of the distinct storages saved during the forward, leaving out parameters (weights are not
+  activations). A view keeps its whole storage alive, so it counts in full.
+- Collectives: the harness records each torch.distributed collective by name (`grader.harness.comm`); the
+  program cuts that list at the end of the forward, so a test sees forward and backward apart.
+- `tp_mlp`: the baseline, a plain Megatron tensor-parallel MLP (f and g are all-reduces) whose LayerNorm and
+  dropout run on all S tokens on every rank. Same weights, same math, same dense result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from grader.harness import comm
+
+TP_SEED_OFFSET = 2718  # as in sp_mlp.py (Megatron-LM model_parallel_cuda_manual_seed)
+
+
+class SavedBytes:
+    """Context manager: total bytes of the distinct non-parameter storages autograd saves inside it."""
+
+    def __init__(self, params: list[torch.Tensor]) -> None:
+        self._params = {p.untyped_storage().data_ptr() for p in params}
+        self._storages: dict[int, int] = {}
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in self._params:
+            self._storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    def __enter__(self) -> SavedBytes:
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._hooks.__exit__(*exc)
+
+    @property
+    def total(self) -> int:
+        return sum(self._storages.values())
+
+
+def _collectives() -> list[str]:
+    return list(comm.RECORDER.collectives)
+
+
+def _leaf(x: torch.Tensor) -> torch.Tensor:
+    return x.detach().clone().requires_grad_(True)
+
+
+def _on(ctx: Any, value: Any) -> Any:
+    """Inputs arrive on the CPU; move tensors (also inside dicts) to this rank's device (a GPU under NCCL)."""
+    if isinstance(value, dict):
+        return {k: _on(ctx, v) for k, v in value.items()}
+    return value.to(ctx.device) if isinstance(value, torch.Tensor) else value
+
+
+# ---------------------------------------------------------------------------------------------------------
+# programs
+
+
+def region(ctx: Any, *, which: str, x: torch.Tensor, dy: torch.Tensor) -> dict[str, Any]:
+    """y = gather_from_sequence_parallel(x) or reduce_scatter_to_sequence_parallel(x); then y.backward(dy)."""
+    sp_comm = ctx.submission("sp_comm")
+    x, dy = _on(ctx, x), _on(ctx, dy)
+    fn = {
+        "gather": sp_comm.gather_from_sequence_parallel,
+        "scatter": sp_comm.reduce_scatter_to_sequence_parallel,
+    }
+    x = _leaf(x)
+    y = fn[which](x)
+    fwd = _collectives()
+    y.backward(dy)
+    return {"y": y.detach(), "x_grad": x.grad, "fwd": fwd, "bwd": _collectives()[len(fwd) :]}
+
+
+def linear(ctx: Any, *, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, dy: torch.Tensor) -> dict:
+    """AllGatherColumnLinear on this rank's shard of x and rows of the weight; forward, then backward(dy)."""
+    sp_comm = ctx.submission("sp_comm")
+    x, weight, bias, dy = _on(ctx, x), _on(ctx, weight), _on(ctx, bias), _on(ctx, dy)
+    x, weight, bias = _leaf(x), nn.Parameter(weight.clone()), nn.Parameter(bias.clone())
+    with SavedBytes([weight, bias]) as saved:
+        y = sp_comm.AllGatherColumnLinear.apply(x, weight, bias, None)
+    fwd = _collectives()
+    y.backward(dy)
+    return {
+        "y": y.detach(),
+        "grads": {"x": x.grad, "weight": weight.grad, "bias": bias.grad},
+        "fwd": fwd,
+        "bwd": _collectives()[len(fwd) :],
+        "saved_bytes": saved.total,
+    }
+
+
+def mlp(
+    ctx: Any,
+    *,
+    dense: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    dy: torch.Tensor,
+    p_drop: float,
+    seed: int,
+    sync: bool = False,
+    baseline: bool = False,
+) -> dict[str, Any]:
+    """Your SequenceParallelMLP on this rank's rows of x (S, B, H): forward, backward(dy rows), optionally
+    allreduce_sequence_parallel_grads; and, with `baseline`, the plain TP block's saved bytes too."""
+    sp_mlp = ctx.submission("sp_mlp")
+    dense, x, dy = _on(ctx, dense), _on(ctx, x), _on(ctx, dy)
+    r, t = ctx.rank, ctx.world_size
+    hidden, ffn = dense["fc1.weight"].shape[1], dense["fc1.weight"].shape[0]
+    block = sp_mlp.SequenceParallelMLP(hidden, ffn, p_drop=p_drop, seed=seed).to(ctx.device)
+    block.load_dense(dense)
+    x_shard = _leaf(x.chunk(t, dim=0)[r])  # (s, B, H)
+    with SavedBytes(list(block.parameters())) as saved:
+        y = block(x_shard)
+    fwd = _collectives()
+    y.backward(dy.chunk(t, dim=0)[r])
+    bwd = _collectives()[len(fwd) :]
+    partial = {name: p.grad.clone() for name, p in block.named_parameters()}
+    if sync:
+        block.allreduce_sequence_parallel_grads()
+    out = {
+        "y": y.detach(),
+        "x_grad": x_shard.grad,
+        "grads": {name: p.grad for name, p in block.named_parameters()},
+        "partial_grads": partial,
+        "shapes": {name: list(p.shape) for name, p in block.named_parameters()},
+        "fwd": fwd,
+        "bwd": bwd,
+        "sync": _collectives()[len(fwd) + len(bwd) :],
+        "saved_bytes": saved.total,
+    }
+    if baseline:
+        y_tp, out["tp_saved_bytes"] = tp_mlp(dense, x, p_drop, seed)
+        out["tp_y"] = y_tp.chunk(t, dim=0)[r]
+    return out
+
+
+def dropout(ctx: Any, *, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    return ctx.submission("sp_mlp").sequence_parallel_dropout(_on(ctx, x), p, seed)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the plain tensor-parallel baseline (Megatron-LM megatron/core/tensor_parallel/mappings.py: f and g)
+
+
+class _CopyToTP(torch.autograd.Function):
+    """f: identity forward, all-reduce of the gradient backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous()
+        dist.all_reduce(grad)
+        return grad
+
+
+class _ReduceFromTP(torch.autograd.Function):
+    """g: all-reduce forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+def tp_mlp(dense: dict[str, torch.Tensor], x: torch.Tensor, p: float, seed: int) -> tuple[torch.Tensor, int]:
+    """Plain TP forward on all S tokens of x (S, B, H): (output, bytes saved for backward on this rank)."""
+    r, t = dist.get_rank(), dist.get_world_size()
+    w = {
+        "ln_w": dense["norm.weight"],
+        "ln_b": dense["norm.bias"],
+        "w1": dense["fc1.weight"].chunk(t, dim=0)[r],
+        "b1": dense["fc1.bias"].chunk(t, dim=0)[r],
+        "w2": dense["fc2.weight"].chunk(t, dim=1)[r],
+        "b2": dense["fc2.bias"],
+    }
+    w = {k: nn.Parameter(v.clone()) for k, v in w.items()}
+    x = _leaf(x)
+    s = x.shape[0] // t
+    with SavedBytes(list(w.values())) as saved:
+        h = F.layer_norm(x, x.shape[-1:], w["ln_w"], w["ln_b"])  # (S, B, H) on every rank
+        h = F.gelu(F.linear(_CopyToTP.apply(h), w["w1"], w["b1"]))  # (S, B, F/t)
+        h = _ReduceFromTP.apply(F.linear(h, w["w2"])) + w["b2"]  # (S, B, H), the whole sum
+        # the same full-sequence mask on every rank: the t shards' masks, as the dense model draws them
+        gens = [torch.Generator().manual_seed(seed + TP_SEED_OFFSET + j) for j in range(t)]
+        keep = torch.cat([torch.rand((s, *x.shape[1:]), generator=g, dtype=x.dtype) for g in gens]) >= p
+        keep = keep.to(x.device)  # drawn on the CPU, like sp_mlp.py's masks
+        y = x + h * keep / (1 - p)
+    return y.detach(), saved.total

@@ -1,0 +1,73 @@
+"""Trusted rank programs for exercise 13: build each rank's chunks of a small MLP, run the student's executor.
+
+The model is S = v*p stages, stage s = tanh(x @ W_s^T + b_s) with W_s (H, H): one nn.Linear and a Tanh. The
+judge sends every stage's weights; rank r builds chunk c from stage c*p + r, so the judge can compare each
+chunk's gradients with the unsplit model's. Also: a call that is expected to raise ValueError.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def build_stage(weight: torch.Tensor, bias: torch.Tensor) -> nn.Module:
+    """One stage of the MLP: Linear(H, H) then Tanh, with the given float64 weights."""
+    linear = nn.Linear(weight.shape[1], weight.shape[0], dtype=weight.dtype, device=weight.device)
+    with torch.no_grad():
+        linear.weight.copy_(weight)
+        linear.bias.copy_(bias)
+    return nn.Sequential(linear, nn.Tanh())
+
+
+def pipeline(
+    ctx: Any,
+    *,
+    actions: list[list[Any]],
+    weights: list[torch.Tensor],
+    biases: list[torch.Tensor],
+    inputs: list[torch.Tensor],
+    targets: list[torch.Tensor],
+) -> dict[str, Any]:
+    """Run `executor.run_pipeline` on this rank's chunks; return its outputs and every chunk's gradients."""
+    executor = ctx.submission("executor")
+    p, r = ctx.world_size, ctx.rank
+    num_chunks = len(weights) // p
+    chunks = [
+        build_stage(weights[c * p + r].to(ctx.device), biases[c * p + r].to(ctx.device))
+        for c in range(num_chunks)
+    ]
+    targets = [t.to(ctx.device) for t in targets]
+
+    def loss_fn(y: torch.Tensor, i: int) -> torch.Tensor:
+        return 0.5 * ((y - targets[i]) ** 2).sum()  # squared error of microbatch i
+
+    outputs = executor.run_pipeline(
+        [tuple(a) for a in actions], chunks, [x.to(ctx.device) for x in inputs], loss_fn
+    )
+    grads = [[chunk[0].weight.grad, chunk[0].bias.grad] for chunk in chunks]
+    return {"outputs": outputs, "grads": grads}
+
+
+def warm_up_autograd(ctx: Any) -> None:
+    """Pay torch's one-time cost of the first backward with an explicit gradient, outside the student's call.
+
+    torch.autograd._make_grads imports torch.fx.experimental.symbolic_shapes (and sympy) the first time it
+    sees a gradient tensor: about 1 s of CPU per rank, several seconds on a loaded 2-core machine.
+    """
+    x = torch.ones(1, requires_grad=True)
+    (x * 2).backward(torch.ones(1))
+
+
+def expect_value_error(
+    ctx: Any, *, function: str, args: list[Any], kwargs: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Call `schedules.<function>(*args, **kwargs)`; say whether it raised ValueError (others propagate)."""
+    schedules = ctx.submission("schedules")
+    try:
+        returned = getattr(schedules, function)(*args, **(kwargs or {}))
+    except ValueError as exc:
+        return {"raised": True, "message": str(exc)}
+    return {"raised": False, "returned": repr(returned)[:200]}

@@ -1,0 +1,65 @@
+"""What this catches: answers far from published figures. Public self-checks: `grade exercise 16` runs them.
+
+Each check compares your nvlink.py with a figure someone published (the sources are next to each number), not
+with the reference solution; the hidden suite checks every function exactly, on many more inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from grader.harness import World
+
+
+def call(world: World, function: str, *args: Any) -> Any:
+    """`nvlink.function(*args)` on the one rank."""
+    [res] = world.call("nvlink", function, args=[args])
+    return res.returned
+
+
+def near(got: Any, expected: float, what: str, rel: float = 1e-9) -> None:
+    if type(got) not in (int, float):
+        raise AssertionError(f"{what}: expected a number, got {type(got).__name__} {got!r}")
+    if not math.isclose(got, expected, rel_tol=rel):
+        hint = ""
+        if expected and (math.isclose(got / expected, 2) or math.isclose(got / expected, 0.5)):
+            hint = " (off by exactly 2x: per-direction and bidirectional mixed up?)"
+        raise AssertionError(f"{what}: got {got!r}, expected {expected!r}{hint}")
+
+
+@pytest.mark.part("16.bandwidth")
+def test_h100_nvlink_both_conventions(world: World) -> None:
+    # NVIDIA: H100 "900 GB/s" (18 links x 50 GB/s, both ways); scaling book gpus.md: 450 GB/s full-duplex
+    near(call(world, "nvlink_gpu_gb_s", "nvlink4", "bidirectional"), 900, "H100 NVLink, bidirectional")
+    near(call(world, "nvlink_gpu_gb_s", "nvlink4", "per-direction"), 450, "H100 NVLink, per direction")
+
+
+@pytest.mark.part("16.allreduce")
+def test_allreduce_in_a_dgx_h100(world: World) -> None:
+    # nccl-tests PERFORMANCE.md: t >= 2(n-1)/n * S/B; 1 GB over 8 H100s at 450 GB/s per direction = 3.89 ms
+    near(
+        call(world, "domain_allreduce_time_s", 1e9, "dgx_h100"), 2 * 7 / 8 * 1e9 / 450e9, "1 GB in a DGX H100"
+    )
+
+
+@pytest.mark.part("16.bisection")
+def test_dgx_h100_bisection(world: World) -> None:
+    # scaling book gpus.md, Quiz 2: "8 * 450GB/s ... or 3.6TB/s of bisection bandwidth" (both directions)
+    near(call(world, "domain_bisection_gb_s", "dgx_h100", "bidirectional"), 3600, "DGX H100 bisection")
+
+
+@pytest.mark.part("16.tp_domain")
+def test_tp_in_an_nvl72(world: World) -> None:
+    # 72 GPUs share one NVLink domain, but TP=72 cannot split 64 heads, and TP=16 cannot tile 72 GPUs
+    assert call(world, "max_tp_degree", 72, 64) == 8, "largest TP for 64 heads in an NVL72"
+
+
+@pytest.mark.part("16.tp_domain")
+def test_llama_70b_tp8_layer(world: World) -> None:
+    # ground-truth.md §10.2: 70B, TP=8, s=8192, b=1, bf16: 134 MB per all-reduce, 522 us at 450 GB/s, 4 per
+    # layer per micro-batch (2 forward + 2 backward) = 2.09 ms
+    got = call(world, "tp_layer_comm_time_s", 8192, 1, 8192, 8, 8, 450.0, 50.0)
+    near(got, 2.088e-3, "70B TP=8 layer on NVLink", rel=1e-3)  # 0.1%: the published figure has 4 digits

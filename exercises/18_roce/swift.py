@@ -1,0 +1,62 @@
+"""A Swift-style delay-based congestion window: react to how late packets are, not to marks.
+
+Kumar et al., "Swift: Delay is Simple and Effective for Congestion Control in the Datacenter", SIGCOMM 2020,
+Algorithm 1 and §3.5, as simulators reproduce it (ground-truth.md §6, §18.5; the paper text was not opened):
+    target = base_target + hops * per_hop + clamp(fs_alpha / sqrt(cwnd) + fs_beta, 0, fs_range)
+    delay < target:  cwnd += ai / cwnd * acked  (cwnd >= 1)   or   cwnd += ai * acked  (cwnd < 1)
+    delay >= target: at most once per RTT, cwnd *= max(1 - beta (delay - target) / delay, 1 - max_mdf)
+Windows in packets (cwnd < 1 means pacing), times in microseconds. Check: `grade exercise 18`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SwiftParams:
+    """Defaults are simulator values (one HPCC-style ns-3 model and htsim), NOT the paper's: every simulator
+    picks its own (ground-truth.md §18.5). Pass your own in experiments."""
+
+    base_target_us: float = 25.0  # target for a one-hop path with few flows
+    per_hop_us: float = 1.0  # "h": extra target per switch hop, so long paths are not starved
+    fs_range_us: float = 25.0  # flow scaling: extra target at fs_min_cwnd, fading to 0 at fs_max_cwnd
+    fs_min_cwnd: float = 0.1
+    fs_max_cwnd: float = 100.0
+    ai: float = 1.0  # additive increase: packets per RTT
+    beta: float = 0.8  # multiplicative decrease gain
+    max_mdf: float = 0.5  # at most a halving per RTT
+    min_cwnd: float = 0.01
+    max_cwnd: float = 100.0
+
+
+class SwiftSender:
+    """The congestion window of one flow."""
+
+    def __init__(self, params: SwiftParams, cwnd: float = 1.0) -> None:
+        self.params = params
+        self.cwnd = cwnd
+        self.last_decrease_us: float | None = None  # when the window was last cut; None: never
+
+    def target_delay_us(self, hops: int) -> float:
+        """Target delay for the current window: base + hops * per_hop + flow scaling, where flow scaling is
+        fs_alpha / sqrt(cwnd) + fs_beta clamped to [0, fs_range], with fs_alpha and fs_beta chosen so that it
+        is exactly fs_range at cwnd = fs_min_cwnd and 0 at cwnd = fs_max_cwnd (Swift §3.5)."""
+        raise NotImplementedError("TODO(18.swift): not implemented yet")
+
+    def on_ack(self, now_us: float, delay_us: float, num_acked: int, hops: int) -> str:
+        """An ACK for num_acked packets arrived at now_us, measuring delay_us (the RTT sample).
+
+        target = target_delay_us(hops) with the window BEFORE this ACK. If delay_us < target: additive
+        increase, cwnd += ai / cwnd * num_acked if cwnd >= 1 else cwnd += ai * num_acked; returns "increase".
+        Otherwise, if the window was never cut or was last cut at least delay_us ago (once per RTT):
+        cwnd *= max(1 - beta * (delay_us - target) / delay_us, 1 - max_mdf), remember now_us; returns
+        "decrease". Otherwise "hold". In every case clamp cwnd to [min_cwnd, max_cwnd] last.
+        """
+        raise NotImplementedError("TODO(18.swift): not implemented yet")
+
+    def pacing_interval_us(self, rtt_us: float) -> float:
+        """Time between two sends: 0 when cwnd >= 1 (window-limited, no pacing); rtt_us / cwnd below one
+        packet, so cwnd = 0.1 sends one packet every 10 RTTs (Swift's answer to incasts of many flows)."""
+        raise NotImplementedError("TODO(18.swift): not implemented yet")

@@ -1,0 +1,88 @@
+"""What this catches: the first things to get right in DCQCN and Swift. Run them with `grade exercise 18`.
+
+Each check works a number out by hand from the paper's rules, on your ecn.py, dcqcn.py and swift.py. The
+hidden suite replays long random event sequences and the scripted congestion episode and compares every step
+with the reference. To see your rate trajectory, run `python exercises/18_roce/plot_episode.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from grader.harness import World
+
+KB = 1024
+
+
+def run(world: World, program: str, **inputs: Any) -> Any:
+    [res] = world.run(f"rank_programs:{program}", inputs=inputs)
+    return res.value
+
+
+def close(got: Any, want: float, what: str) -> None:
+    # 1e-9 relative: float rounding only
+    if type(got) not in (int, float) or not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12):
+        raise AssertionError(f"{what}: expected {want!r}, got {got!r}")
+
+
+@pytest.mark.part("18.marking")
+def test_red_ramp(world: World) -> None:
+    # Kmin = 5 KB, Kmax = 200 KB, Pmax = 1%: nothing at Kmin, Pmax/2 halfway, Pmax at Kmax, always beyond it
+    for q, want in [(5 * KB, 0.0), (int(102.5 * KB), 0.005), (200 * KB, 0.01), (300 * KB, 1.0)]:
+        [res] = world.call("ecn", "mark_probability", args=[(q,)])
+        close(res.returned, want, f"mark_probability({q} bytes)")
+
+
+@pytest.mark.part("18.marking")
+def test_one_cnp_per_50_us(world: World) -> None:
+    [res] = world.call("ecn", "cnp_times", args=[([0, 1, 2, 49, 50, 51, 120],)])
+    assert res.returned == [0, 50, 120], f"CNPs for marks at 0, 1, 2, 49, 50, 51, 120 us: got {res.returned}"
+
+
+@pytest.mark.part("18.rate_decrease")
+def test_cnp_then_quiet(world: World) -> None:
+    trace = run(world, "replay_rp", params={}, events=["cnp", "alpha", "alpha"])
+    # alpha starts at 1, so the first cut halves 40 Gb/s; R_T remembers 40 Gb/s
+    close(trace[0]["rc"], 20_000.0, "R_C after the first CNP")
+    close(trace[0]["rt"], 40_000.0, "R_T after the first CNP")
+    close(trace[2]["alpha"], (1 - 1 / 256) ** 2, "alpha after two quiet K periods, g = 1/256")
+
+
+@pytest.mark.part("18.rate_increase")
+def test_five_fast_recovery_steps(world: World) -> None:
+    start = {"rc": 20_000.0, "rt": 40_000.0}
+    trace = run(world, "replay_rp", params={}, events=["timer"] * 6, state=start)
+    phases = [s["phase"] for s in trace]
+    assert phases == ["fast_recovery"] * 5 + ["additive"], f"phases of six timer expiries: {phases}"
+    # F = 5 halvings of the 20 Gb/s gap leave 20000 / 32 = 625 Mb/s
+    close(trace[4]["rc"], 40_000.0 - 20_000.0 / 32, "R_C after fast recovery")
+
+
+@pytest.mark.part("18.simulate")
+def test_first_timer_and_alpha_events(world: World) -> None:
+    got = run(world, "simulate", params={}, cnp_times_us=[10], duration_us=120)
+    # K = T = 55 us after the CNP at 10 us: both fire at 65 and at 120
+    want = [
+        [10, "cnp"],
+        [65, "alpha"],
+        [65, "timer:fast_recovery"],
+        [120, "alpha"],
+        [120, "timer:fast_recovery"],
+    ]
+    assert got["events"] == want, f"events: {got['events']}"
+    close(got["rate_mbps"][64], 20_000.0, "R_C just before the first timer")
+    close(got["rate_mbps"][65], 30_000.0, "R_C after the first fast-recovery step")
+
+
+@pytest.mark.part("18.swift")
+def test_swift_cut_is_capped(world: World) -> None:
+    params = {"base_target_us": 20.0, "per_hop_us": 0.0, "fs_range_us": 0.0, "beta": 0.8, "max_mdf": 0.5}
+    trace = run(world, "replay_swift", params=params, acks=[[0, 25.0, 1], [1, 1000.0, 1]], cwnd=10.0)
+    # 25 us against a 20 us target: cut by beta * 5/25 = 16%; the second ACK comes within the same RTT: hold
+    assert [s["action"] for s in trace] == ["decrease", "hold"], trace
+    close(trace[0]["cwnd"], 8.4, "cwnd after one cut")
+    trace = run(world, "replay_swift", params=params, acks=[[0, 1000.0, 1]], cwnd=10.0)
+    close(trace[0]["cwnd"], 5.0, "cwnd after a cut capped at max_mdf")

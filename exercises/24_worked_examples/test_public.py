@@ -1,0 +1,93 @@
+"""What this catches: plan documents the grader cannot read, and plans your own answers say cannot work.
+
+Public self-checks: `grade exercise 24` runs them. They read your YAML the way the grader does and check it
+against itself: the keys, the layout rules you can check by hand, and your own answers (does the busiest GPU
+fit in 72 GB, does your MFU agree with your step time and reach the floor). At submission the hidden suite
+recomputes every answer for your plan with the reference tools of exercises 21-23.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from coursekit.cluster import Cluster
+from coursekit.models import MODELS
+from grader.harness import World
+
+# The same problems as PROBLEMS and QUESTIONS in plans.py
+PROBLEMS = {
+    "llama3_8b": ("llama3_8b", Cluster("dgx_h100", 1), 1024, 4096, 0.35),
+    "llama3_70b": ("llama3_70b", Cluster("dgx_h100", 4), 512, 8192, 0.32),
+    "deepseek_v3": ("deepseek_v3", Cluster("dgx_h100", 32), 1024, 4096, 0.25),
+}
+QUESTIONS = {
+    "llama3_8b": {"memory_gb", "step_s", "mfu", "zero0_memory_gb", "dp_allreduce_s"},
+    "llama3_70b": {"memory_gb", "step_s", "mfu", "tp_message_mb", "tp_s", "bubble_fraction"},
+    "deepseek_v3": {"memory_gb", "step_s", "mfu", "expert_replicas", "dispatch_mb", "ep_s"},
+}
+PLAN_KEYS = {"tp", "pp", "dp", "ep", "zero_stage", "recompute", "micro_batch_size", "num_microbatches"}
+LIMIT_GB = 0.9 * 80  # coursekit.budget.USABLE_MEMORY_FRACTION of an H100's 80 GB
+
+
+def per_problem(test: Any) -> Any:
+    params = [pytest.param(n, marks=pytest.mark.part(f"24.{n}"), id=n) for n in PROBLEMS]
+    return pytest.mark.parametrize("world", [1], indirect=True)(pytest.mark.parametrize("name", params)(test))
+
+
+def read(world: World, name: str) -> dict:
+    [res] = world.run("rank_programs:plan_document", inputs={"function": name})
+    doc = res.value
+    assert isinstance(doc, dict), f"{name}() must give a mapping (plan, answers, justification), got {doc!r}"
+    assert set(doc) == {"plan", "answers", "justification"}, f"{name}(): keys {sorted(doc)}"
+    assert isinstance(doc["plan"], dict) and set(doc["plan"]) == PLAN_KEYS, (
+        f"{name}(): plan keys {doc['plan']!r}"
+    )
+    answers = doc["answers"]
+    assert isinstance(answers, dict) and set(answers) == QUESTIONS[name], f"{name}(): answer keys {answers!r}"
+    for k, v in answers.items():
+        assert type(v) in (int, float) and math.isfinite(v), (
+            f"{name}(): answers.{k} must be a number, got {v!r}"
+        )
+    return doc
+
+
+@per_problem
+def test_layout_by_hand(world: World, name: str) -> None:
+    plan = read(world, name)["plan"]
+    model_key, cluster, global_batch, _, _ = PROBLEMS[name]
+    model = MODELS[model_key]
+    tp, pp, dp = plan["tp"], plan["pp"], plan["dp"]
+    assert tp * pp * dp == cluster.world, f"{name}: tp x pp x dp = {tp * pp * dp}, not {cluster.world} GPUs"
+    assert cluster.domain_gpus % tp == 0, f"{name}: TP {tp} leaves the NVLink domain of {cluster.domain_gpus}"
+    assert model.n_kv_heads % tp == 0, f"{name}: TP {tp} splits the {model.n_kv_heads} KV heads"
+    assert dp * plan["micro_batch_size"] * plan["num_microbatches"] == global_batch, f"{name}: batch"
+    assert model.is_moe or plan["ep"] == 1, f"{name}: a dense model has no experts to split (ep = 1)"
+
+
+@per_problem
+def test_your_answers_agree_with_each_other(world: World, name: str) -> None:
+    answers = read(world, name)["answers"]
+    model_key, cluster, global_batch, seq_len, floor = PROBLEMS[name]
+    # PaLM (arXiv 2204.02311, Appendix B): MFU = 6 N T / (GPUs x peak x step time), N the active parameters
+    useful = 6 * MODELS[model_key].active_params * global_batch * seq_len
+    implied = useful / (cluster.world * cluster.peak_flops * answers["step_s"])
+    assert math.isclose(answers["mfu"], implied, rel_tol=0.01), (
+        f"{name}: your step_s {answers['step_s']} gives MFU {implied:.3f}, but your mfu is {answers['mfu']}"
+    )
+    assert answers["mfu"] >= floor, (
+        f"{name}: by your own answers MFU {answers['mfu']} is under the floor {floor}"
+    )
+    assert answers["memory_gb"] <= LIMIT_GB, (
+        f"{name}: by your own answer {answers['memory_gb']} GB > {LIMIT_GB} GB"
+    )
+
+
+@per_problem
+def test_justification_is_short(world: World, name: str) -> None:
+    text = read(world, name)["justification"]
+    assert isinstance(text, str) and 10 <= len(text.split()) <= 150, (
+        f"{name}: write 10-150 words of justification"
+    )

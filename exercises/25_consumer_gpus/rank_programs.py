@@ -1,0 +1,52 @@
+"""Trusted rank programs for exercise 25: rebuild boxes, clusters and models on the rank, then call you.
+
+A HostBox, a Cluster or a ModelSpec cannot cross the judge/worker boundary, so tests send
+{"box": "BOX_8X"} (a box your feasibility.py defines) or {"box": {fields}} (built with your own HostBox),
+{"cluster": [node, nodes]} and {"model": {fields}}, and the rank turns them back into objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coursekit.cluster import Cluster
+from coursekit.models import ModelSpec
+
+
+def _load(ctx: Any, value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"box"}:
+        feasibility = ctx.submission("feasibility")
+        box = value["box"]
+        return getattr(feasibility, box) if isinstance(box, str) else feasibility.HostBox(**box)
+    if isinstance(value, dict) and set(value) == {"cluster"}:
+        node, nodes = value["cluster"]
+        return Cluster(node, nodes)
+    if isinstance(value, dict) and set(value) == {"model"}:
+        return ModelSpec.from_dict(value["model"])
+    return value
+
+
+def call(
+    ctx: Any, *, module: str, function: str, args: list | None = None, kwargs: dict | None = None
+) -> Any:
+    """Return `module.function(*args, **kwargs)` from the submission, objects rebuilt."""
+    target = getattr(ctx.submission(module), function)
+    return target(
+        *[_load(ctx, a) for a in args or []], **{k: _load(ctx, v) for k, v in (kwargs or {}).items()}
+    )
+
+
+def call_many(ctx: Any, *, calls: list[dict]) -> list[Any]:
+    """[call(ctx, **c) for c in calls]: one round trip for many small checks."""
+    return [call(ctx, **c) for c in calls]
+
+
+def raises(
+    ctx: Any, *, module: str, function: str, args: list | None = None, kwargs: dict | None = None
+) -> str | None:
+    """The name of the exception class the call raises, or None if it returns."""
+    try:
+        call(ctx, module=module, function=function, args=args, kwargs=kwargs)
+    except Exception as e:  # a student's error is the answer here, not a crash
+        return type(e).__name__
+    return None

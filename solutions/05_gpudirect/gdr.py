@@ -1,0 +1,146 @@
+"""GPUDirect RDMA: the PCIe path between a GPU and a NIC, and when NCCL lets the NIC use GPU memory directly.
+
+NCCL classes a path by its worst hop (NVIDIA/nccl src/graph/paths.cc, ncclTopoSetPaths) and turns GDR on when
+that class is no farther than NCCL_NET_GDR_LEVEL (ncclTopoCheckGdr). Without GDR the data bounces through host
+memory of the CPU closest to the GPU ("divert all traffic through the CPU local to the GPU", paths.cc).
+Path classes, nearest first: LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS. Check: `grade exercise 05`.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from coursekit.pcie import Topology
+
+# NVIDIA/nccl src/graph/topo.h: PATH_LOC 0 ... PATH_SYS 9, named by topoPathTypeStr (src/graph/topo.cc).
+# A bigger index is a longer way around: PIX = one PCIe switch, PXB = several switches, PHB = through a CPU's
+# host bridge, SYS = also across the CPU-CPU interconnect. (NVL..C2C, P2C, PXN never occur on PCIe alone.)
+PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+# paths.cc levelsOldToNew: the integers NCCL_NET_GDR_LEVEL took before names did (docs env.rst, "Integer
+# Values (Legacy)": LOC 0, PIX 1, PXB 2, PHB 3, SYS 4, "values greater than 4 will be interpreted as SYS").
+LEGACY_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
+
+
+def env_int(env: dict[str, str], name: str, default: int) -> int:
+    """An integer NCCL parameter (NCCL_PARAM): the value if it is an integer, else the default."""
+    try:
+        return int(env[name])
+    except (KeyError, ValueError):
+        return default
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 05.paths: how far apart two devices are, and which way the bytes go
+
+
+def hop_type(topo: Topology, a: str, b: str) -> str:
+    """The class of the single link a-b, as ncclTopoSetPaths gives it: a SYS link (CPU to CPU) is SYS; a PCIe
+    link between two PCI switches is PXB; a PCIe link with a CPU at either end is PHB; any other PCIe link
+    (a device on a switch) is PIX."""
+    ### BEGIN SOLUTION 05.paths
+    link = topo.link(a, b)
+    if link.kind == "SYS":
+        return "SYS"  # the SMP interconnect (QPI/UPI/xGMI) between NUMA nodes
+    kinds = {topo.kind(a), topo.kind(b)}
+    if "CPU" in kinds:
+        return "PHB"  # "Consider a path going through the CPU as PATH_PHB"
+    if kinds == {"PCI"}:
+        return "PXB"  # "Differentiate between one and multiple PCI switches"
+    return "PIX"  # LINK_PCI starts as PATH_PIX: a device hanging off one switch
+    ### END SOLUTION
+
+
+def path_type(topo: Topology, a: str, b: str) -> str:
+    """NCCL's class of the path from a to b: the farthest class of any hop on topo.path(a, b); LOC if a==b."""
+    ### BEGIN SOLUTION 05.paths
+    nodes = topo.path(a, b)
+    # ncclTopoSetPaths: remPath->type = max(path->type, type), hop by hop
+    hops = [hop_type(topo, u, v) for u, v in pairwise(nodes)]
+    return max(hops, key=PATH_TYPES.index, default="LOC")
+    ### END SOLUTION
+
+
+def data_path(topo: Topology, gpu: str, nic: str, *, gdr: bool) -> dict:
+    """The way a message goes from ``gpu``'s memory out of ``nic``.
+
+    With GDR the NIC reads GPU memory directly along topo.path(gpu, nic). Without GDR the GPU first writes it
+    to a bounce buffer in the memory of topo.local_cpu(gpu), and the NIC reads it from there: the path is
+    topo.path(gpu, cpu) followed by topo.path(cpu, nic). Returns
+    {"nodes": the nodes in order (a node may appear twice), "hops": links crossed,
+     "host_bridge_crossings": CPU nodes strictly inside the path, "smp_crossings": SYS links crossed,
+     "bounce_buffers": 1 without GDR else 0, "path_type": the farthest class of any hop}.
+    """
+    ### BEGIN SOLUTION 05.paths
+    if gdr:
+        nodes = topo.path(gpu, nic)
+    else:
+        cpu = topo.local_cpu(gpu)  # NCCL's proxy buffer lives on the GPU's NUMA node (ncclGetLocalCpu)
+        nodes = topo.path(gpu, cpu) + topo.path(cpu, nic)[1:]  # up to host memory, then down to the NIC
+    pairs = list(pairwise(nodes))
+    return {
+        "nodes": nodes,
+        "hops": len(pairs),
+        "host_bridge_crossings": sum(topo.kind(n) == "CPU" for n in nodes[1:-1]),
+        "smp_crossings": sum(topo.link(u, v).kind == "SYS" for u, v in pairs),
+        "bounce_buffers": 0 if gdr else 1,
+        "path_type": max((hop_type(topo, u, v) for u, v in pairs), key=PATH_TYPES.index, default="LOC"),
+    }
+    ### END SOLUTION
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 05.gdr_level: NCCL's decision, NCCL_NET_GDR_LEVEL and friends
+
+
+def parse_gdr_level(value: str | None) -> str | None:
+    """The path class an NCCL_NET_GDR_LEVEL value sets, as ncclGetLevel (paths.cc) reads it; None when NCCL
+    would ignore it and keep its default.
+
+    A value equal to one of PATH_TYPES, case-sensitively (strcmp), is that class. Else a value that starts
+    with a digit 0-9 is a legacy integer: read its leading decimal digits and look them up in LEGACY_LEVELS,
+    anything past the end meaning SYS. Anything else (None, "", "pxb", "-1", "NET") is ignored.
+    """
+    ### BEGIN SOLUTION 05.gdr_level
+    if not value:
+        return None  # unset (or empty): NCCL picks its default
+    if value in PATH_TYPES:
+        return value  # strcmp against topoPathTypeStr[0..PATH_SYS]: exact and case-sensitive
+    if value[0] in "0123456789":  # 'str[0] >= '0' && str[0] <= '9'': "-1" is not a number here
+        digits = value[: len(value) - len(value.lstrip("0123456789"))]  # strtol stops at the first non-digit
+        return LEGACY_LEVELS[min(int(digits), len(LEGACY_LEVELS) - 1)]  # "if (oldLevel > maxOldLevel) ..."
+    return None
+    ### END SOLUTION
+
+
+def gdr_enabled(topo: Topology, gpu: str, nic: str, env: dict[str, str], *, read: bool) -> bool:
+    """Whether NCCL uses GPUDirect RDMA between ``gpu`` and ``nic`` (ncclTopoCheckGdr, paths.cc).
+
+    read=True is the send side (the NIC reads GPU memory), read=False the receive side. In order:
+    1. both the NIC and the GPU must support it (attr "gdr");
+    2. for reads, NCCL_NET_GDR_READ (default -2, "unset"): 0 turns reads off; unset, a GPU with cc < 80
+       reads only when it has an NVLink peer (another GPU with nvlink, itself with nvlink) or is the only GPU;
+    3. the level: the default is P2C when NCCL_NET_GDR_C2C (default 1) is non-zero, else PXB;
+       parse_gdr_level(NCCL_NET_GDR_LEVEL), when not None, replaces it;
+    4. GDR is on when path_type(gpu, nic) is no farther than the level (index in PATH_TYPES).
+    env holds the NCCL_* variables that are set; read integers with env_int.
+    """
+    ### BEGIN SOLUTION 05.gdr_level
+    g, n = topo.nodes[gpu].attrs, topo.nodes[nic].attrs
+    if not n.get("gdr") or not g.get("gdr"):
+        return False  # no nvidia-peermem / dma-buf support, or a GPU without GPUDirect
+    if read:
+        gdr_read = env_int(env, "NCCL_NET_GDR_READ", -2)
+        if gdr_read == 0:
+            return False
+        if gdr_read < 0 and g["cc"] < 80:  # "Disable GDR Reads pre-Ampere when we have other PCI flows"
+            gpus = topo.of_kind("GPU")
+            peers = [o for o in gpus if o != gpu and topo.nodes[o].attrs.get("nvlink")]
+            if not (len(gpus) == 1 or (g.get("nvlink") and peers)):
+                return False
+    level = "P2C" if env_int(env, "NCCL_NET_GDR_C2C", 1) else "PXB"  # on PCIe-only machines both mean PXB
+    user = parse_gdr_level(env.get("NCCL_NET_GDR_LEVEL"))
+    if user is not None:
+        level = user
+    # "if (distance > netGdrLevel) ... GPU Direct RDMA Disabled"
+    return PATH_TYPES.index(path_type(topo, gpu, nic)) <= PATH_TYPES.index(level)
+    ### END SOLUTION

@@ -1,0 +1,97 @@
+"""GPUDirect Storage: how long a checkpoint takes to save and to restore, with and without a bounce through
+host memory.
+
+Without GDS each GPU copies its shard into host memory (cudaMemcpy to a pinned buffer) and the drive then
+DMAs it from there; with GDS the drive DMAs straight to or from GPU memory over PCIe (cuFile; NVIDIA GDS
+overview guide: "avoids a bounce buffer through the CPU"). Every flow takes topo.path; all flows of a phase
+share the links, and a phase lasts as long as its most loaded link or device:
+    T = max over directed links l and devices d of (bytes through l) / bandwidth(l), (bytes at d) / rate(d).
+Bandwidths are in GB/s = 1e9 B/s (coursekit/pcie_topologies.yml says where each comes from). Check:
+`grade exercise 05`.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from coursekit.pcie import Topology
+
+GB = 10**9
+
+# What a training checkpoint holds per parameter, mixed-precision Adam (ZeRO, arXiv 1910.02054 §3.1): bf16
+# weights (2 B) + fp32 master weights, Adam m and v (K = 12 B). Gradients (2 B) are recomputed, not saved.
+WEIGHT_BYTES = 2
+OPTIMIZER_BYTES = 12
+
+
+def checkpoint_bytes(num_params: int, *, optimizer: bool = True) -> int:
+    """Bytes of a checkpoint of ``num_params`` parameters: bf16 weights, plus the optimizer state if asked."""
+    ### BEGIN SOLUTION 05.checkpoint
+    # 14 B/param for a resumable training checkpoint: 112 GB for Llama-3 8B, 988 GB for 70B
+    return num_params * (WEIGHT_BYTES + (OPTIMIZER_BYTES if optimizer else 0))
+    ### END SOLUTION
+
+
+def device_rate(topo: Topology, node: str, *, reading: bool) -> float | None:
+    """GB/s at which ``node`` can source (reading=True) or sink data, or None for no limit of its own.
+
+    A drive (or storage target) has read_gbps / write_gbps; a NIC without them is limited by its line rate
+    gbps both ways; GPUs and CPUs are no limit here (HBM and host DRAM are much faster than PCIe).
+    """
+    attrs = topo.nodes[node].attrs
+    rate = attrs.get("read_gbps" if reading else "write_gbps", attrs.get("gbps"))
+    return None if rate is None else float(rate)
+
+
+def phase_seconds(topo: Topology, flows: list[tuple[str, str, float]]) -> float:
+    """Seconds for all ``flows`` (src, dst, bytes) to finish when they run at the same time.
+
+    Each flow loads every link of topo.path(src, dst) in its direction (PCIe is full duplex: a->b and b->a
+    are separate), its source device by device_rate(src, reading=True) and its destination by
+    device_rate(dst, reading=False). The answer is the largest load / bandwidth over all of them; 0.0 for
+    no flows. Link bandwidths: topo.link(a, b).gbps.
+    """
+    ### BEGIN SOLUTION 05.checkpoint
+    link_bytes: dict[tuple[str, str], float] = {}
+    device_bytes: dict[tuple[str, bool], float] = {}
+    for src, dst, nbytes in flows:
+        nodes = topo.path(src, dst)
+        for a, b in pairwise(nodes):
+            link_bytes[(a, b)] = link_bytes.get((a, b), 0.0) + nbytes  # directed: up and down are separate
+        device_bytes[(src, True)] = device_bytes.get((src, True), 0.0) + nbytes
+        device_bytes[(dst, False)] = device_bytes.get((dst, False), 0.0) + nbytes
+    # Concurrent flows on fixed paths finish together in max(load/bandwidth): the most loaded resource sets
+    # the pace, and a rate split in proportion to bytes reaches that bound on every other one.
+    times = [load / (topo.link(a, b).gbps * GB) for (a, b), load in link_bytes.items()]
+    for (node, reading), load in device_bytes.items():
+        rate = device_rate(topo, node, reading=reading)
+        if rate is not None:
+            times.append(load / (rate * GB))
+    return max(times, default=0.0)
+    ### END SOLUTION
+
+
+def checkpoint_seconds(
+    topo: Topology, *, total_bytes: float, placement: dict[str, list[str]], gds: bool, op: str
+) -> float:
+    """Seconds to save (op="save") or restore (op="restore") a checkpoint sharded evenly over the GPUs in
+    ``placement``; each GPU's shard is striped evenly over its list of storage devices.
+
+    With GDS: one phase, GPU <-> device directly. Without GDS: two phases one after the other (torch.save
+    copies each storage to the CPU, then writes it: torch/serialization.py _save): GPU -> host memory of
+    topo.local_cpu(gpu), then host memory -> devices; a restore runs the same two phases in reverse. Raise
+    ValueError for another op.
+    """
+    ### BEGIN SOLUTION 05.checkpoint
+    if op not in ("save", "restore"):
+        raise ValueError(f"op must be 'save' or 'restore', got {op!r}")
+    shard = total_bytes / len(placement)  # sharded checkpoint: every GPU writes its own part (e.g. DCP)
+    host = {gpu: topo.local_cpu(gpu) for gpu in placement}  # the bounce buffer sits on the GPU's NUMA node
+    src = {gpu: gpu if gds else host[gpu] for gpu in placement}  # who talks to the drives
+    io = [(src[gpu], dev, shard / len(devs)) for gpu, devs in placement.items() for dev in devs]
+    copy = [] if gds else [(gpu, host[gpu], shard) for gpu in placement]  # cudaMemcpy into pinned memory
+    if op == "restore":  # same routes, opposite direction: devices are read, GPUs written
+        io = [(b, a, n) for a, b, n in io]
+        copy = [(b, a, n) for a, b, n in copy]
+    return phase_seconds(topo, io) + phase_seconds(topo, copy)  # staged: one phase after the other
+    ### END SOLUTION

@@ -1,0 +1,340 @@
+"""What this catches: GPUDirect paths classed or routed wrong, GDR decisions that do not follow NCCL, and
+checkpoint times that forget a link, a direction or a phase.
+
+- paths: a switch-to-switch hop taken for PIX, a CPU hop or a CPU-CPU hop not seen, the last or first hop
+  used instead of the farthest, the bounce buffer put anywhere but the GPU's own NUMA node, hops counted as
+  nodes. Checked on every shipped topology and on made-up ones, against the reference and against the
+  classes nvidia-smi topo -m prints for a DGX-2 (NVIDIA/nccl-tests#78) and an 8-NIC H100 box.
+- gdr_level: NCCL_NET_GDR_LEVEL read case-insensitively, legacy integers taken as today's PATH_* numbers,
+  "-1" or junk taken as a level, the pre-Ampere GDR-read rule missed, a default other than PXB/P2C,
+  "<" instead of "<=". Exact, against NCCL's own source (paths.cc ncclGetLevel / ncclTopoCheckGdr).
+- checkpoint: gradients saved, link loads summed over both directions (PCIe is full duplex), time summed
+  over links instead of maxed, phases overlapped, drive write rate used for a restore, the bounce copy left
+  out. Relative tolerance 1e-9: closed forms, only float rounding differs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from coursekit import pcie
+from grader.harness import World
+
+REL = 1e-9  # closed forms: the reference and a right answer differ only by float rounding
+
+# Made-up machines, so answers cannot be learned from the shipped ones: a chain of three switches, a CPU
+# with a device on a root port and a two-socket box where the NIC sits on the other socket.
+CHAIN = {
+    "nodes": {
+        "cpu0": {"kind": "CPU"},
+        "cpu1": {"kind": "CPU"},
+        "s1": {"kind": "PCI"},
+        "s2": {"kind": "PCI"},
+        "s3": {"kind": "PCI"},
+        "g": {"kind": "GPU", "cc": 90, "gdr": True, "nvlink": False},
+        "h": {"kind": "GPU", "cc": 75, "gdr": True, "nvlink": False},
+        "n": {"kind": "NIC", "gdr": True, "gbps": 50.0},
+        "m": {"kind": "NIC", "gdr": False, "gbps": 25.0},
+        "d": {"kind": "NVME", "read_gbps": 6.0, "write_gbps": 2.0},
+        "e": {"kind": "NVME", "read_gbps": 3.0, "write_gbps": 1.5},
+    },
+    "links": [
+        ["cpu0", "cpu1", "sys", 20.0],
+        ["cpu0", "s1", "gen5x16"],
+        ["s1", "s2", "gen4x16"],
+        ["s2", "s3", "gen4x8"],
+        ["s3", "g", "gen4x16"],
+        ["s1", "n", "gen5x16"],
+        ["cpu0", "m", "gen3x16"],
+        ["cpu1", "h", "gen4x16"],
+        ["s2", "d", "gen4x4"],
+        ["cpu1", "e", "gen3x4"],
+    ],
+}
+TOPOLOGIES = {name: pcie.load(name) for name in pcie.names()} | {"chain": pcie.Topology.from_dict(CHAIN)}
+
+
+def many(world: World, module: str, function: str, topo: pcie.Topology, calls: list[tuple]) -> list[Any]:
+    """[module.function(topo, *args, **kwargs) for (args, kwargs) in calls] on the one rank."""
+    inputs = {
+        "module": module,
+        "function": function,
+        "topology": topo.to_dict(),
+        "calls": [[list(args), kwargs] for args, kwargs in calls],
+    }
+    [res] = world.run("rank_programs:with_topology_many", inputs=inputs)
+    return res.value
+
+
+def pairs(topo: pcie.Topology, a_kind: str, b_kind: str) -> list[tuple[str, str]]:
+    return [(a, b) for a in topo.of_kind(a_kind) for b in topo.of_kind(b_kind) if a != b]
+
+
+def close(got: Any, expected: float, what: str) -> None:
+    if type(got) not in (int, float):
+        raise AssertionError(f"{what}: expected a number of seconds, got {type(got).__name__} {got!r}")
+    if not math.isclose(got, expected, rel_tol=REL, abs_tol=1e-15):
+        ratio = f" ({got / expected:.4g}x the right answer)" if expected and got else ""
+        raise AssertionError(f"{what}: got {got!r}, expected {expected!r}{ratio}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 05.paths
+
+
+@pytest.mark.part("05.paths")
+class TestPaths:
+    def test_every_hop_type(self, world: World, reference) -> None:
+        ref = reference("gdr")
+        for name, topo in TOPOLOGIES.items():
+            calls = [((ln.a, ln.b), {}) for ln in topo.links] + [((ln.b, ln.a), {}) for ln in topo.links]
+            for ((a, b), _), got in zip(calls, many(world, "gdr", "hop_type", topo, calls), strict=True):
+                assert got == ref.hop_type(topo, a, b), f"{name}: hop_type({a}, {b}) = {got!r}"
+
+    def test_every_path_type(self, world: World, reference) -> None:
+        ref = reference("gdr")
+        for name, topo in TOPOLOGIES.items():
+            ends = pairs(topo, "GPU", "NIC") + pairs(topo, "GPU", "GPU") + pairs(topo, "NVME", "GPU")
+            calls = [((a, b), {}) for a, b in ends] + [(("n" if name == "chain" else "nic0",) * 2, {})]
+            for ((a, b), _), got in zip(calls, many(world, "gdr", "path_type", topo, calls), strict=True):
+                assert got == ref.path_type(topo, a, b), f"{name}: path_type({a}, {b}) = {got!r}"
+
+    def test_nvidia_smi_classes(self, world: World) -> None:
+        # nvidia-smi topo -m on a DGX-2 (NVIDIA/nccl-tests#78): GPU0 - mlx5_0..3 PIX PXB NODE NODE (NODE is
+        # PHB to NCCL), then SYS; on 8-NIC H100/H800 boxes (deepseek-ai/DeepEP#128, NVIDIA/nccl#933): GPU i -
+        # NIC i PIX, across sockets SYS; a DGX A100 shows PXB for GPU0-NIC0, which NCCL flattens to PIX
+        for name, ends, expected in [
+            (
+                "dgx2_like",
+                [("gpu0", f"nic{i}") for i in (0, 1, 2, 3, 4)],
+                ["PIX", "PXB", "PHB", "PHB", "SYS"],
+            ),
+            ("dgx_a100_like", [("gpu0", "nic0"), ("gpu0", "nic2")], ["PIX", "SYS"]),
+            ("hgx_h100_like", [("gpu3", "nic3"), ("gpu3", "nic5")], ["PIX", "SYS"]),
+        ]:
+            got = many(world, "gdr", "path_type", TOPOLOGIES[name], [(e, {}) for e in ends])
+            assert got == expected, f"{name} {ends}: got {got}, nvidia-smi says {expected}"
+
+    def test_data_paths(self, world: World, reference) -> None:
+        ref = reference("gdr")
+        for name, topo in TOPOLOGIES.items():
+            calls = [((g, n), {"gdr": gdr}) for g, n in pairs(topo, "GPU", "NIC") for gdr in (True, False)]
+            for ((g, n), kw), got in zip(calls, many(world, "gdr", "data_path", topo, calls), strict=True):
+                expected = ref.data_path(topo, g, n, **kw)
+                if not isinstance(got, dict) or set(got) != set(expected):
+                    raise AssertionError(
+                        f"data_path must return a dict with keys {sorted(expected)}, got {got!r}"
+                    )
+                for key in expected:
+                    assert got[key] == expected[key], (
+                        f"{name}: data_path({g}, {n}, gdr={kw['gdr']})[{key!r}] = {got[key]!r}, "
+                        f"expected {expected[key]!r}"
+                    )
+
+    def test_bounce_costs_on_an_h100_box(self, world: World) -> None:
+        topo = TOPOLOGIES["hgx_h100_like"]
+        calls = [(("gpu0", "nic0"), {"gdr": g}) for g in (True, False)] + [(("gpu0", "nic6"), {"gdr": False})]
+        direct, bounced, far = many(world, "gdr", "data_path", topo, calls)
+        # GDR: GPU -> switch -> NIC. Without: GPU -> switch -> CPU (host memory) -> switch -> NIC, 4 hops
+        assert (direct["hops"], direct["bounce_buffers"], direct["host_bridge_crossings"]) == (2, 0, 0), (
+            direct
+        )
+        assert (bounced["hops"], bounced["bounce_buffers"], bounced["host_bridge_crossings"]) == (4, 1, 1), (
+            bounced
+        )
+        assert bounced["nodes"] == ["gpu0", "sw0", "cpu0", "sw0", "nic0"], bounced["nodes"]
+        # NIC 6 hangs off the other socket: the buffer stays on gpu0's socket, the bytes cross UPI once
+        assert (far["smp_crossings"], far["host_bridge_crossings"], far["path_type"]) == (1, 2, "SYS"), far
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 05.gdr_level
+
+# (value, class) straight from ncclGetLevel in NVIDIA/nccl src/graph/paths.cc
+LEVELS = {
+    "LOC": "LOC", "PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "SYS": "SYS", "NVL": "NVL", "P2C": "P2C",
+    "PXN": "PXN", "0": "LOC", "1": "PIX", "2": "PXB", "3": "PHB", "4": "SYS", "5": "SYS", "7": "SYS",
+    "12": "SYS", "2abc": "PXB", "pxb": None, "Phb": None, "-1": None, "": None, "NET": None, "DIS": None,
+    " 2": None, "x": None,
+}  # fmt: skip
+
+
+@pytest.mark.part("05.gdr_level")
+class TestGdrLevel:
+    def test_parse_every_form(self, world: World) -> None:
+        for value, expected in [*LEVELS.items(), (None, None)]:
+            [res] = world.call("gdr", "parse_gdr_level", args=[(value,)])
+            assert res.returned == expected, (
+                f"parse_gdr_level({value!r}) = {res.returned!r}, NCCL reads it as {expected!r}"
+            )
+
+    def test_decisions_match_nccl(self, world: World, reference) -> None:
+        ref = reference("gdr")
+        envs = [{}, {"NCCL_NET_GDR_READ": "1"}, {"NCCL_NET_GDR_READ": "0"}, {"NCCL_NET_GDR_C2C": "0"}] + [
+            {"NCCL_NET_GDR_LEVEL": v} for v in ("LOC", "PIX", "PXB", "PHB", "SYS", "3", "1", "pxb", "NVL")
+        ]
+        for name, topo in TOPOLOGIES.items():
+            ends = pairs(topo, "GPU", "NIC")[:12]
+            calls = [((g, n, env), {"read": read}) for g, n in ends for env in envs for read in (True, False)]
+            got_all = many(world, "gdr", "gdr_enabled", topo, calls)
+            for ((g, n, env), kw), got in zip(calls, got_all, strict=True):
+                expected = ref.gdr_enabled(topo, g, n, env, **kw)
+                assert got is expected, f"{name}: gdr_enabled({g}, {n}, {env}, read={kw['read']}) = {got!r}"
+
+    def test_known_decisions(self, world: World) -> None:
+        cases = [  # (topology, gpu, nic, env, read, expected, why)
+            ("workstation", "gpu0", "nic0", {}, False, False, "PHB is past the default PXB/P2C level"),
+            ("workstation", "gpu0", "nic0", {"NCCL_NET_GDR_LEVEL": "PHB"}, True, True, "PHB allows PHB"),
+            ("workstation", "gpu0", "nic0", {"NCCL_NET_GDR_LEVEL": "3"}, False, True, "legacy 3 is PHB"),
+            ("pcie_v100_like", "gpu0", "nic0", {}, True, False, "V100, no NVLink: no GDR reads by default"),
+            ("pcie_v100_like", "gpu0", "nic0", {}, False, True, "receives still use GDR on PIX"),
+            ("pcie_v100_like", "gpu0", "nic0", {"NCCL_NET_GDR_READ": "1"}, True, True, "forced on"),
+            (
+                "hgx_h100_like",
+                "gpu0",
+                "nic0",
+                {"NCCL_NET_GDR_LEVEL": "pxb"},
+                True,
+                True,
+                "lower case ignored",
+            ),
+            ("hgx_h100_like", "gpu0", "nic0", {"NCCL_NET_GDR_LEVEL": "LOC"}, False, False, "LOC: never"),
+            ("hgx_h100_like", "gpu0", "nic4", {}, True, False, "SYS: other socket"),
+            ("hgx_h100_like", "gpu0", "nic4", {"NCCL_NET_GDR_LEVEL": "SYS"}, True, True, "SYS: always"),
+            ("dgx2_like", "gpu0", "nic1", {"NCCL_NET_GDR_LEVEL": "1"}, True, False, "legacy 1 is PIX"),
+            ("dgx2_like", "gpu0", "nic1", {"NCCL_NET_GDR_LEVEL": "2"}, True, True, "legacy 2 is PXB"),
+            ("dgx2_like", "gpu0", "nic0", {}, True, True, "V100 with NVLink peers may read"),
+            ("chain", "g", "m", {"NCCL_NET_GDR_LEVEL": "SYS"}, False, False, "this NIC has no GDR"),
+            (
+                "chain",
+                "h",
+                "n",
+                {"NCCL_NET_GDR_LEVEL": "SYS"},
+                True,
+                False,
+                "cc 75, no NVLink peer: no reads",
+            ),
+        ]
+        for name, gpu, nic, env, read, expected, why in cases:
+            [got] = many(world, "gdr", "gdr_enabled", TOPOLOGIES[name], [((gpu, nic, env), {"read": read})])
+            assert got is expected, f"{name} {gpu}-{nic} env={env} read={read}: got {got!r} ({why})"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 05.checkpoint
+
+LLAMA3_8B, LLAMA3_70B = 8_030_261_248, 70_553_706_496  # exercise 22's counts (ground-truth.md Appendix A)
+
+
+def placements(name: str) -> dict[str, dict[str, list[str]]]:
+    topo = TOPOLOGIES[name]
+    gpus, drives, nics = topo.of_kind("GPU"), topo.of_kind("NVME"), topo.of_kind("NIC")
+    out = {"striped": {g: drives for g in gpus}, "first_drive": {g: drives[:1] for g in gpus}}
+    out["own_nic"] = {g: [nics[i % len(nics)]] for i, g in enumerate(gpus)}  # a remote file system per NIC
+    out["one_gpu"] = {gpus[-1]: drives[-1:]}
+    return out
+
+
+@pytest.mark.part("05.checkpoint")
+class TestCheckpoint:
+    def test_checkpoint_bytes(self, world: World) -> None:
+        cases = [
+            (LLAMA3_8B, True, 112_423_657_472),
+            (LLAMA3_70B, True, 987_751_890_944),
+            (LLAMA3_70B, False, 141_107_412_992),
+            (1, True, 14),
+            (3, False, 6),
+        ]
+        for n, opt, expected in cases:
+            [res] = world.call("gds", "checkpoint_bytes", args=[(n,)], kwargs={"optimizer": opt})
+            assert res.returned == expected and type(res.returned) is int, (
+                f"checkpoint_bytes({n}, optimizer={opt}) = {res.returned!r}, expected {expected} "
+                "(bf16 weights 2 B + fp32 master, m, v 12 B per parameter; gradients are not saved)"
+            )
+
+    def test_phase_seconds(self, world: World, reference) -> None:
+        ref = reference("gds")
+        cases = {
+            "workstation": [
+                [],
+                [("gpu0", "cpu0", 1e10)],
+                [("gpu0", "cpu0", 1e10), ("cpu0", "gpu0", 1e10)],
+                [("gpu0", "nvme0", 7e9), ("gpu1", "nvme0", 7e9)],
+                [("nvme0", "gpu1", 3e9)],
+            ],
+            "chain": [
+                [("g", "d", 4e9), ("n", "g", 8e9)],
+                [("d", "cpu1", 1e9), ("e", "g", 2e9), ("h", "n", 5e9)],
+            ],
+            "dgx_a100_like": [[("gpu0", "numa0", 5e9), ("gpu1", "numa0", 5e9), ("numa0", "nvme0", 1e10)]],
+        }
+        for name, flow_sets in cases.items():
+            topo = TOPOLOGIES[name]
+            calls = [(([list(f) for f in flows],), {}) for flows in flow_sets]
+            got = many(world, "gds", "phase_seconds", topo, calls)
+            for flows, value in zip(flow_sets, got, strict=True):
+                close(value, ref.phase_seconds(topo, flows), f"{name}: phase_seconds({flows})")
+
+    def test_full_duplex_and_max(self, world: World) -> None:
+        # 10 GB each way over one Gen4 x16 root port: 10e9 / 31.5e9 s, not twice that (the two directions are
+        # separate lanes); a drive at 3.5 GB/s write bounds a second flow harder than the link does
+        topo = TOPOLOGIES["workstation"]
+        flows = [[["gpu0", "cpu0", 1e10], ["cpu0", "gpu0", 1e10]], [["gpu0", "nvme0", 1e10]]]
+        up_down, to_drive = many(world, "gds", "phase_seconds", topo, [((f,), {}) for f in flows])
+        close(up_down, 1e10 / (pcie.pcie_gbps(4, 16) * 1e9), "10 GB up and 10 GB down a Gen4 x16 link")
+        close(to_drive, 1e10 / 3.5e9, "10 GB into a drive that writes 3.5 GB/s")
+
+    def test_checkpoint_seconds(self, world: World, reference) -> None:
+        ref = reference("gds")
+        for name, topo in TOPOLOGIES.items():
+            total = ref.checkpoint_bytes(LLAMA3_70B if len(topo.of_kind("GPU")) > 4 else LLAMA3_8B)
+            calls = [
+                ((), {"total_bytes": total, "placement": pl, "gds": gds, "op": op})
+                for pl in placements(name).values()
+                for gds in (True, False)
+                for op in ("save", "restore")
+            ]
+            for (_, kw), got in zip(
+                calls, many(world, "gds", "checkpoint_seconds", topo, calls), strict=True
+            ):
+                close(got, ref.checkpoint_seconds(topo, **kw), f"{name}: checkpoint_seconds({kw})")
+
+    def test_gds_on_the_workstation_by_hand(self, world: World) -> None:
+        # 10 GB from gpu0 to its drive. GDS: the drive writes 3.5 GB/s (PM9A3), slower than its Gen4 x4 link
+        # (7.88) and the GPU's x16 (31.5): 10/3.5 s. Without: + the copy into host memory, 10/31.5 s first.
+        # Restore reads at 6.5 GB/s.
+        topo, x16 = TOPOLOGIES["workstation"], pcie.pcie_gbps(4, 16) * 1e9
+        base = {"total_bytes": 1e10, "placement": {"gpu0": ["nvme0"]}}
+        calls = [((), base | {"gds": g, "op": op}) for op in ("save", "restore") for g in (True, False)]
+        got = many(world, "gds", "checkpoint_seconds", topo, calls)
+        expected = [1e10 / 3.5e9, 1e10 / 3.5e9 + 1e10 / x16, 1e10 / 6.5e9, 1e10 / 6.5e9 + 1e10 / x16]
+        whats = ["save with GDS", "save without GDS", "restore with GDS", "restore without GDS"]
+        for value, want, what in zip(got, expected, whats, strict=True):
+            close(value, want, f"workstation, 10 GB: {what}")
+
+    def test_shared_uplink_hurts_without_gds(self, world: World) -> None:
+        # DGX A100: two GPUs per Gen4 x16 uplink, a 200 Gb/s NIC each as the path to remote storage. Without
+        # GDS both GPUs' bytes cross the one uplink twice (up to host memory, down to the NICs).
+        topo, x16 = TOPOLOGIES["dgx_a100_like"], pcie.pcie_gbps(4, 16) * 1e9
+        pl = {f"gpu{i}": [f"nic{i}"] for i in range(8)}
+        total = 8 * 1e11  # 100 GB per GPU
+        kw = {"total_bytes": total, "placement": pl, "op": "save"}
+        calls = [((), kw | {"gds": True}), ((), kw | {"gds": False})]
+        direct, bounced = many(world, "gds", "checkpoint_seconds", topo, calls)
+        close(direct, 1e11 / 25e9, "GDS: each GPU's 100 GB through its own 25 GB/s NIC")
+        close(bounced, 2 * (2e11 / x16), "no GDS: 200 GB up the shared uplink, then 200 GB down it")
+
+    def test_unknown_op_is_an_error(self, world: World) -> None:
+        inputs = {
+            "module": "gds",
+            "function": "checkpoint_seconds",
+            "topology": TOPOLOGIES["workstation"].to_dict(),
+            "kwargs": {"total_bytes": 1.0, "placement": {"gpu0": ["nvme0"]}, "gds": True, "op": "load"},
+        }
+        [res] = world.run("rank_programs:raises", inputs=inputs)
+        assert res.value == "ValueError", (
+            f"checkpoint_seconds(op='load') should raise ValueError, got {res.value}"
+        )

@@ -1,0 +1,99 @@
+"""Hierarchical collectives as schedules: cross the slow inter-node links as little and as widely as possible.
+
+n nodes of g GPUs, p = n*g ranks; rank = node * g + local (local index l in 0..g-1, node i in 0..n-1).
+All-gather: ring across nodes first (1 chunk per NIC per round), then ring inside each node (n chunks).
+All-reduce: ring reduce-scatter inside nodes, ring all-reduce across nodes on 1/g of the data, ring all-gather
+inside nodes. Every phase is the ring of exercise 02 on a sub-ring. This is BlueConnect's split (Cho et al.,
+MLSys 2019) as MSCCLang writes it: microsoft/msccl-tools examples/mscclang/hierarchical_allreduce.py and
+hierarchical_allgather.py (across nodes first, then inside).
+Language: coursekit/schedules.py, a Step(src, dst, chunk, op) per chunk moved; check: `grade exercise 07`.
+"""
+
+from __future__ import annotations
+
+from coursekit.schedules import Schedule, Step
+
+
+def rank_of(node: int, local: int, gpus_per_node: int) -> int:
+    """Global rank of GPU `local` on node `node`."""
+    return node * gpus_per_node + local
+
+
+def hierarchical_allgather(nodes: int, gpus_per_node: int) -> Schedule:
+    """All-gather of p = nodes * gpus_per_node chunks (chunk c is rank c's input) in (n-1) + (g-1) rounds.
+
+    1. Inter-node ring, rounds t = 0..n-2: GPU (i, l) sends chunk rank_of((i - t) % n, l) to GPU
+       ((i + 1) % n, l), op "copy". After it, GPU (i, l) holds column l: the chunks of ranks (*, l).
+    2. Intra-node ring, rounds s = 0..g-2: GPU (i, l) sends the n chunks of column (l - s) % g, one Step
+       each in node order, to GPU (i, (l + 1) % g), op "copy".
+    """
+    ### BEGIN SOLUTION 07.hierarchical_allgather
+    n, g = nodes, gpus_per_node
+    rounds = []
+    # 1. Across nodes: n-1 rounds in which all g NICs of a node work at once, each on one chunk.
+    for t in range(n - 1):
+        rounds.append(
+            [
+                Step(rank_of(i, loc, g), rank_of((i + 1) % n, loc, g), rank_of((i - t) % n, loc, g), "copy")
+                for i in range(n)
+                for loc in range(g)
+            ]
+        )
+    # 2. Inside nodes: g-1 rounds over NVLink, each forwarding a whole column (n chunks, one per node).
+    for s in range(g - 1):
+        rounds.append(
+            [
+                Step(rank_of(i, loc, g), rank_of(i, (loc + 1) % g, g), rank_of(j, (loc - s) % g, g), "copy")
+                for i in range(n)
+                for loc in range(g)
+                for j in range(n)
+            ]
+        )
+    return Schedule("allgather", n * g, n * g, rounds)
+    ### END SOLUTION
+
+
+def hierarchical_allreduce(nodes: int, gpus_per_node: int) -> Schedule:
+    """All-reduce in 2(g-1) + 2(n-1) rounds over p = n*g chunks, grouped g groups of n: group j = chunks
+    j*n .. j*n + n-1, and piece k of group j is chunk j*n + k.
+
+    1. Intra-node ring reduce-scatter of groups, rounds s = 0..g-2: GPU (i, l) sends every chunk of group
+       (l - s) % g to GPU (i, (l + 1) % g), op "reduce". After it GPU (i, l) holds node i's sum of group
+       j = (l + 1) % g.
+    2. Inter-node ring all-reduce of the pieces of that group j among the GPUs with local index l:
+       reduce-scatter rounds t = 0..n-2, GPU (i, l) sends chunk j*n + (i - t) % n to ((i + 1) % n, l),
+       "reduce"; then all-gather rounds t = 0..n-2, it sends chunk j*n + (i + 1 - t) % n, "copy".
+    3. Intra-node ring all-gather of groups, rounds s = 0..g-2: GPU (i, l) sends every chunk of group
+       (l + 1 - s) % g to GPU (i, (l + 1) % g), op "copy".
+    Within a round, steps go in order of node, then local index, then chunk.
+    """
+    ### BEGIN SOLUTION 07.hierarchical_allreduce
+    n, g = nodes, gpus_per_node
+    gpus = [(i, loc) for i in range(n) for loc in range(g)]
+
+    def intra(s: int, first: int, op: str) -> list[Step]:
+        # every GPU sends group (loc + first - s) % g, all n of its chunks, to its right neighbour in the node
+        return [
+            Step(rank_of(i, loc, g), rank_of(i, (loc + 1) % g, g), ((loc + first - s) % g) * n + k, op)
+            for i, loc in gpus
+            for k in range(n)
+        ]
+
+    def inter(t: int, first: int, op: str) -> list[Step]:
+        # GPU (i, loc) works on group (loc + 1) % g, the one it finished in phase 1: one piece per round
+        return [
+            Step(
+                rank_of(i, loc, g),
+                rank_of((i + 1) % n, loc, g),
+                ((loc + 1) % g) * n + (i + first - t) % n,
+                op,
+            )
+            for i, loc in gpus
+        ]
+
+    rounds = [intra(s, 0, "reduce") for s in range(g - 1)]  # 1. node sums, 1/g of the data per GPU
+    rounds += [inter(t, 0, "reduce") for t in range(n - 1)]  # 2a. only 1/g of the data crosses a NIC...
+    rounds += [inter(t, 1, "copy") for t in range(n - 1)]  # 2b. ...and all g NICs of a node work at once
+    rounds += [intra(s, 1, "copy") for s in range(g - 1)]  # 3. share the finished groups inside the node
+    return Schedule("allreduce", n * g, n * g, rounds)
+    ### END SOLUTION

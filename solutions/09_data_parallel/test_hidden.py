@@ -1,0 +1,335 @@
+"""What this catches: gradients summed but not averaged, or averaged twice; a broadcast from the wrong rank or
+into a copy; frozen parameters that crash the sync or get synchronized anyway; buckets filled front to back,
+closed one parameter early or late, or ignoring the cap; one all-reduce per parameter instead of per bucket;
+buckets launched in the order their gradients arrive instead of bucket order; all-reduces that block
+(async_op=False), are never waited on, are waited on right after launch (no overlap), or are all launched at
+the end of backward; bucket state that is not reset, so the second step syncs nothing.
+
+Every expected value is computed here, in the judge, by one process training on the full batch (plain torch,
+coursekit.toy_models). Each rank trains on its own rows of that batch with the student's synchronization.
+The order checks read a log the rank program makes by wrapping dist.all_reduce (see rank_programs.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import pytest
+import torch
+
+from coursekit.toy_models import linear_chain, train_sgd
+from grader.harness import World, assert_close, assert_equal
+
+# float64 everywhere. The data-parallel mean adds R per-rank mean gradients, where one process sums the whole
+# batch at once: the same numbers in another order, a few ulps (~1e-16 relative) apart per step, which three
+# SGD steps cannot grow anywhere near 1e-9. Real bugs (a missing 1/R, a bucket left unsynchronized, a stale
+# gradient) move the weights by 1e-3 or more.
+RTOL, ATOL = 1e-9, 1e-12
+CHAIN = [4, 6, 5, 3]  # Linear(4,6) tanh Linear(6,5) tanh Linear(5,3): 24+6, 30+5, 15+3 elements
+PAIR = [4, 5, 3]  # head_first: head = Linear(5,3) registered before body = Linear(4,5)
+ROWS = 3  # rows of the batch per rank
+SGD = dict(lr=0.2, momentum=0.9)
+F64 = 8  # bytes per float64 gradient element
+
+
+def weights_for(widths: list[int], seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for fan_in, fan_out in itertools.pairwise(widths):
+        out += [torch.randn(fan_out, fan_in, generator=g, dtype=torch.float64) * 0.7]
+        out += [torch.randn(fan_out, generator=g, dtype=torch.float64) * 0.3]
+    return out
+
+
+def batch(widths: list[int], rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, widths[0], generator=g, dtype=torch.float64)
+    return x, torch.randn(rows, widths[-1], generator=g, dtype=torch.float64)
+
+
+def reference_params(weights, x, y, *, steps, head_first=False, frozen_first=False) -> list[torch.Tensor]:
+    model = linear_chain(weights, head_first=head_first)
+    if frozen_first:
+        for p in list(model.parameters())[:2]:
+            p.requires_grad_(False)
+    return train_sgd(model, x, y, steps=steps, **SGD)
+
+
+def setup(world: World, widths: list[int], seed: int, steps: int, **flags: Any) -> tuple[list, list[dict]]:
+    """Weights and data; per-rank inputs (rank r gets rows r*ROWS..); the expected parameters."""
+    weights = weights_for(widths, seed)
+    x, y = batch(widths, ROWS * world.size, seed + 1)
+    expected = reference_params(weights, x, y, steps=steps, **flags)
+    inputs = [
+        dict(weights=weights, x=xs, y=ys, steps=steps, **SGD, **flags)
+        for xs, ys in zip(x.chunk(world.size), y.chunk(world.size), strict=True)
+    ]
+    return expected, inputs
+
+
+def check_params(results: list, expected: list[torch.Tensor], what: str) -> None:
+    """Every rank's parameters are close to the single process's and bit-identical across ranks."""
+    p = len(results)
+    for res in results:
+        for j, (got, want) in enumerate(zip(res.value["params"], expected, strict=True)):
+            assert_close(
+                got, want, rtol=RTOL, atol=ATOL, rank=res.rank, world_size=p, what=f"parameter {j} {what}"
+            )
+    for res in results[1:]:
+        for j, (got, rank0) in enumerate(zip(res.value["params"], results[0].value["params"], strict=True)):
+            # The all-reduce hands every rank the same sum; identical steps then keep the replicas identical.
+            assert_equal(got, rank0, rank=res.rank, world_size=p, what=f"parameter {j} vs rank 0's {what}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.naive
+
+
+@pytest.mark.part("09.naive")
+def test_naive_three_steps_match_full_batch(world: World) -> None:
+    expected, inputs = setup(world, CHAIN, seed=1, steps=3)
+    check_params(world.run("rank_programs:train_naive", inputs=inputs), expected, "after 3 SGD steps")
+
+
+@pytest.mark.part("09.naive")
+def test_naive_grad_is_full_batch_mean(world: World) -> None:
+    weights = weights_for(CHAIN, seed=2)
+    x, y = batch(CHAIN, ROWS * world.size, seed=3)
+    model = linear_chain(weights)
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    inputs = [
+        dict(weights=weights, x=xs, y=ys, steps=1, **SGD)
+        for xs, ys in zip(x.chunk(world.size), y.chunk(world.size), strict=True)
+    ]
+    for res in world.run("rank_programs:train_naive", inputs=inputs):
+        for j, (got, p) in enumerate(zip(res.value["last_grads"], model.parameters(), strict=True)):
+            if isinstance(got, torch.Tensor) and torch.allclose(got, p.grad * world.size, rtol=RTOL):
+                raise AssertionError(
+                    f"rank {res.rank}/{world.size}: parameter {j}'s grad is the SUM over ranks, R = "
+                    f"{world.size} times the mean; divide by the world size after the all-reduce"
+                )
+            assert_close(
+                got,
+                p.grad,
+                rtol=RTOL,
+                atol=ATOL,
+                rank=res.rank,
+                world_size=world.size,
+                what=f"parameter {j}'s .grad after allreduce_gradients (the full-batch gradient)",
+            )
+
+
+@pytest.mark.part("09.naive")
+def test_naive_broadcast_from_rank0(world: World) -> None:
+    expected, inputs = setup(world, CHAIN, seed=4, steps=2)
+    for r, inp in enumerate(inputs):  # every rank starts from different weights; rank 0's must win
+        inp["weights"] = [w + 0.5 * r for w in inp["weights"]]
+    results = world.run("rank_programs:train_naive", inputs=inputs)
+    for res in results:
+        for j, (got, want) in enumerate(zip(res.value["after_broadcast"], inputs[0]["weights"], strict=True)):
+            assert_equal(
+                got,
+                want,
+                rank=res.rank,
+                world_size=world.size,
+                what=f"parameter {j} after broadcast_parameters (rank 0's value)",
+            )
+    check_params(results, expected, "after 2 SGD steps from rank 0's weights")
+
+
+@pytest.mark.part("09.naive")
+def test_naive_one_blocking_allreduce_per_parameter(world: World) -> None:
+    steps = 2
+    _, inputs = setup(world, CHAIN, seed=5, steps=steps)
+    for res in world.run("rank_programs:train_naive", inputs=inputs):
+        n = res.comm.collectives.count("all_reduce")
+        assert n == steps * 6, (
+            f"rank {res.rank}/{world.size} called dist.all_reduce {n} times in {steps} steps of a model "
+            f"with 6 parameters; the naive scheme makes one all-reduce per parameter per step ({steps * 6})"
+        )
+
+
+@pytest.mark.part("09.naive")
+def test_naive_frozen_first_layer(world: World) -> None:
+    expected, inputs = setup(world, CHAIN, seed=6, steps=2, frozen_first=True)
+    results = world.run("rank_programs:train_naive", inputs=inputs)
+    check_params(results, expected, "with the first layer frozen")
+    for res in results:
+        n = res.comm.collectives.count("all_reduce")
+        assert n == 2 * 4, f"rank {res.rank}: {n} all-reduces; frozen parameters (grad None) need none, so 8"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.buckets
+
+
+def buckets(world: World, nbytes: list[int], cap: int) -> Any:
+    [res] = world.call("ddp", "assign_buckets", args=[(nbytes, cap)])
+    return res.returned
+
+
+@pytest.mark.part("09.buckets")
+@pytest.mark.parametrize(
+    ("nbytes", "cap", "want"),
+    [
+        ([8, 8, 16, 4], 20, [[3, 2], [1, 0]]),  # the docstring's example
+        ([10, 10], 20, [[1, 0]]),  # exactly at the cap: still fits
+        ([10, 11], 20, [[1], [0]]),  # one byte over: a new bucket
+        ([4, 100, 4], 10, [[2], [1], [0]]),  # bigger than the cap: alone
+        ([], 10, []),
+        ([0, 8, 0], 8, [[2, 1, 0]]),  # empty tensors take no room
+        ([192, 48, 240, 40, 120, 24], 200, [[5, 4, 3], [2], [1], [0]]),  # the chain model, float64, 200 B
+        ([192, 48, 240, 40, 120, 24], 25 * 2**20, [[5, 4, 3, 2, 1, 0]]),  # DDP's default cap: one bucket
+    ],
+)
+def test_bucket_examples(world: World, nbytes: list[int], cap: int, want: list[list[int]]) -> None:
+    got = buckets(world, nbytes, cap)
+    assert got == want, (
+        f"assign_buckets({nbytes}, cap_bytes={cap}) returned {got}, expected {want}: walk from the last "
+        "parameter to the first; a parameter joins the open bucket while its total stays <= the cap"
+    )
+
+
+@pytest.mark.part("09.buckets")
+def test_bucket_random_against_reference(world: World, reference: Any) -> None:
+    rng = random.Random(9)
+    for trial in range(40):
+        nbytes = [rng.choice([0, 2, 4, 8]) * rng.randint(1, 40) for _ in range(rng.randint(1, 25))]
+        cap = rng.choice([1, 16, 64, 100, 256, 10**6])
+        want = reference("ddp").assign_buckets(nbytes, cap)
+        got = buckets(world, nbytes, cap)
+        assert got == want, f"trial {trial}: assign_buckets({nbytes}, {cap}) returned {got}, expected {want}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.overlap
+
+
+def numels(widths: list[int], frozen_first: bool = False, head_first: bool = False) -> list[int]:
+    """Element counts of the parameters that require grad, in model.parameters() order."""
+    sizes = [n for a, b in itertools.pairwise(widths) for n in (a * b, b)]
+    if head_first:  # the head (second layer) is registered first
+        sizes = sizes[2:] + sizes[:2]
+    return sizes[2:] if frozen_first else sizes
+
+
+def bucketed(world: World, widths: list[int], *, cap: int, seed: int, steps: int = 3, **flags: Any) -> list:
+    expected, inputs = setup(world, widths, seed=seed, steps=steps, **flags)
+    for inp in inputs:
+        inp["cap_bytes"] = cap
+    results = world.run("rank_programs:train_bucketed", inputs=inputs)
+    check_params(results, expected, f"after {steps} steps of BucketedDDP (cap {cap} B)")
+    for res in results:
+        check_bucket_partition(res, numels(widths, **flags), cap)
+    return results
+
+
+def check_bucket_partition(res: Any, sizes: list[int], cap: int) -> None:
+    b = res.value["buckets"]
+    assert isinstance(b, list), f"BucketedDDP.buckets must be a list of lists of ints, got {b}"
+    flat = sorted(i for bucket in b for i in bucket)
+    assert flat == list(range(len(sizes))), (
+        f"rank {res.rank}: BucketedDDP.buckets = {b} must hold each of the {len(sizes)} parameters that "
+        "require grad exactly once"
+    )
+    for bucket in b:
+        nbytes = sum(sizes[i] for i in bucket) * F64
+        assert len(bucket) == 1 or nbytes <= cap, f"bucket {bucket} holds {nbytes} B, over the cap of {cap} B"
+
+
+def launches(log: list[list[Any]]) -> list[tuple[int, list[Any]]]:
+    return [(pos, ev) for pos, ev in enumerate(log) if ev[0] == "launch"]
+
+
+@pytest.mark.part("09.overlap")
+def test_bucketed_three_steps_match_full_batch(world: World) -> None:
+    bucketed(world, CHAIN, cap=200, seed=11)
+
+
+@pytest.mark.part("09.overlap")
+def test_bucketed_default_cap_one_bucket(world: World) -> None:
+    for res in bucketed(world, CHAIN, cap=25 * 2**20, seed=12, steps=2):
+        for step, log in enumerate(res.value["logs"]):
+            got = [ev[2] for _, ev in launches(log)]
+            assert got == [83], (
+                f"rank {res.rank}, step {step}: all-reduces of {got} elements; with a 25 MiB cap the 6 "
+                "gradients (83 elements) fit one bucket, so one all-reduce of 83 elements"
+            )
+
+
+@pytest.mark.part("09.overlap")
+def test_one_allreduce_per_bucket_in_bucket_order(world: World) -> None:
+    sizes = numels(CHAIN)
+    for res in bucketed(world, CHAIN, cap=200, seed=13):
+        want = [sum(sizes[i] for i in bucket) for bucket in res.value["buckets"]]
+        for step, log in enumerate(res.value["logs"]):
+            got = [ev[2] for _, ev in launches(log)]
+            assert got == want, (
+                f"rank {res.rank}, step {step}: dist.all_reduce was called on tensors of {got} elements; "
+                f"your buckets {res.value['buckets']} need one all-reduce per bucket, in bucket order: {want}"
+            )
+
+
+@pytest.mark.part("09.overlap")
+def test_allreduces_async_and_waited_before_step(world: World) -> None:
+    for res in bucketed(world, CHAIN, cap=200, seed=14):
+        for step, log in enumerate(res.value["logs"]):
+            where = f"rank {res.rank}, step {step}"
+            started = launches(log)
+            assert started and all(ev[3] for _, ev in started), (
+                f"{where}: every bucket's all-reduce must be started with async_op=True, so that backward "
+                f"goes on while it runs; got async_op={[ev[3] for _, ev in started]}"
+            )
+            waits = [(pos, ev[1]) for pos, ev in enumerate(log) if ev[0] == "wait"]
+            step_pos = log.index(["step"])
+            missing = set(range(len(started))) - {n for _, n in waits}
+            assert not missing, f"{where}: the handles of all-reduces {sorted(missing)} were never waited on"
+            assert all(pos < step_pos for pos, _ in waits), f"{where}: a handle was waited on after the step"
+            last_launch = started[-1][0]
+            early = [n for pos, n in waits if pos < last_launch]
+            assert not early, (
+                f"{where}: all-reduce {early[0]} was waited on before the last bucket was launched; waiting "
+                "right after launching makes the all-reduce blocking again: wait for them all after backward"
+            )
+
+
+@pytest.mark.part("09.overlap")
+def test_each_bucket_launched_as_soon_as_complete(world: World) -> None:
+    for res in bucketed(world, CHAIN, cap=200, seed=15):
+        b = res.value["buckets"]
+        for step, log in enumerate(res.value["logs"]):
+            ready = {ev[1]: pos for pos, ev in enumerate(log) if ev[0] == "ready"}
+            done = log.index(["backward_done"])
+            started = launches(log)
+            assert len(started) == len(b), f"rank {res.rank}: {len(started)} launches for {len(b)} buckets"
+            for k, (pos, _) in enumerate(started):
+                complete = max(ready[i] for bucket in b[: k + 1] for i in bucket)
+                after = [p for p in ready.values() if p > complete] + [done]
+                assert complete < pos < min(after), (
+                    f"rank {res.rank}, step {step}: bucket {k} became launchable when its last gradient "
+                    f"arrived (log entry {complete}) but was launched at entry {pos}: launch it from the "
+                    "hook that completes it, before backward produces the next gradient, to overlap backward"
+                )
+
+
+@pytest.mark.part("09.overlap")
+def test_head_first_model_launches_in_bucket_order(world: World) -> None:
+    # Parameters: head.w (15), head.b (3), body.w (20), body.b (5). Cap 200 B: buckets [[3, 2], [1, 0]]
+    # of 25 and 18 elements. Backward finishes the head's bucket 1 first, but bucket 0 must go first.
+    sizes = numels(PAIR, head_first=True)
+    for res in bucketed(world, PAIR, cap=200, seed=16, head_first=True):
+        want = [sum(sizes[i] for i in bucket) for bucket in res.value["buckets"]]
+        for step, log in enumerate(res.value["logs"]):
+            got = [ev[2] for _, ev in launches(log)]
+            assert got == want, (
+                f"rank {res.rank}, step {step}: all-reduces of {got} elements, expected {want}: launch "
+                "bucket b only after buckets 0..b-1, even when its gradients are ready first, so every rank "
+                "issues the same all-reduces in the same order"
+            )
+
+
+@pytest.mark.part("09.overlap")
+def test_bucketed_frozen_first_layer(world: World) -> None:
+    bucketed(world, CHAIN, cap=200, seed=17, frozen_first=True)

@@ -1,0 +1,232 @@
+"""Megatron-LM tensor parallelism: split each weight matrix across R ranks, and all-reduce only where needed.
+
+Column-parallel Y_r = X W_r^T (W's output rows split; Y stays split) feeds row-parallel Z = sum_r Y_r V_r^T
+(V's input columns split); the sum is the one all-reduce. The f and g functions put the collectives in:
+f = identity forward / all-reduce backward, g = all-reduce forward / identity backward.
+Shoeybi et al. 2019, Sec. 3 and Fig. 3 (https://arxiv.org/abs/1909.08053). Check: `grade exercise 10`.
+Shapes: B batch, S sequence, H hidden, F ffn size, R = tp world size, r = tp rank, nh heads, hd = H / nh.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+# ---------------------------------------------------------------------------------------------------------
+# f and g (Megatron-LM megatron/core/tensor_parallel/mappings.py: copy_to_tensor_model_parallel_region,
+# reduce_from_tensor_model_parallel_region)
+
+
+class CopyToTPRegion(torch.autograd.Function):
+    """f: identity in forward; all-reduce (sum) of the gradient over `group` in backward.
+
+    Every rank feeds the same X into its own shard, so dL/dX is the sum of every rank's contribution.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        ### BEGIN SOLUTION 10.column_parallel
+        ctx.group = group
+        return x  # (..., in) unchanged: every rank already holds all of X
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        ### BEGIN SOLUTION 10.column_parallel
+        # grad is this rank's partial dL/dX = dY_r W_r; the full dL/dX sums all R of them.
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM, group=ctx.group)  # in place, as Megatron does
+        return grad, None  # no gradient for `group`
+        ### END SOLUTION
+
+
+class ReduceFromTPRegion(torch.autograd.Function):
+    """g: all-reduce (sum) over `group` in forward; identity in backward.
+
+    The sum's gradient with respect to each partial sum is the incoming gradient itself.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        ### BEGIN SOLUTION 10.row_parallel
+        # x is a fresh partial product that nothing else holds, so summing in place is safe.
+        dist.all_reduce(x, op=dist.ReduceOp.SUM, group=group)
+        return x  # (..., out): the full sum on every rank
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        ### BEGIN SOLUTION 10.row_parallel
+        return grad, None  # every rank already holds the whole dL/dZ
+        ### END SOLUTION
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the two layers
+
+
+class ColumnParallelLinear(nn.Module):
+    """Y_r = X W_r^T + b_r. W (out, in) is split by output rows: rank r holds rows r*out/R .. (r+1)*out/R - 1.
+
+    Input: the full X (..., in), the same on every rank. Output: this rank's shard Y_r (..., out/R).
+    Parameters: weight (out/R, in), bias (out/R,) or None. Raises ValueError if R does not divide out.
+    """
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, *, group=None, dtype=None, device=None
+    ) -> None:
+        super().__init__()
+        self.group = group
+        self.tp_size, self.tp_rank = dist.get_world_size(group), dist.get_rank(group)
+        self.in_features, self.out_features = in_features, out_features
+        ### BEGIN SOLUTION 10.column_parallel
+        if out_features % self.tp_size:
+            raise ValueError(f"out_features={out_features} is not divisible by the TP size {self.tp_size}")
+        local_out = out_features // self.tp_size
+        # Values come from load_full (a real model inits the full matrix from one seed and keeps its shard).
+        self.weight = nn.Parameter(torch.empty(local_out, in_features, dtype=dtype, device=device))
+        self.bias = nn.Parameter(torch.empty(local_out, dtype=dtype, device=device)) if bias else None
+        ### END SOLUTION
+
+    @torch.no_grad()
+    def load_full(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        """Copy this rank's shards of the dense layer's weight (out, in) and bias (out,) into the layer."""
+        ### BEGIN SOLUTION 10.column_parallel
+        self.weight.copy_(weight.chunk(self.tp_size, dim=0)[self.tp_rank])  # (out/R, in): our output rows
+        if self.bias is not None:
+            self.bias.copy_(bias.chunk(self.tp_size, dim=0)[self.tp_rank])  # (out/R,): same rows
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION 10.column_parallel
+        x = CopyToTPRegion.apply(x, self.group)  # (..., in); its backward sums dL/dX over the ranks
+        return F.linear(x, self.weight, self.bias)  # (..., out/R); no communication in forward
+        ### END SOLUTION
+
+
+class RowParallelLinear(nn.Module):
+    """Z = sum_r X_r V_r^T + b. V (out, in) is split by input columns: rank r holds r*in/R .. (r+1)*in/R - 1.
+
+    Input: this rank's shard X_r (..., in/R), e.g. a column-parallel output. Output: the full Z (..., out) on
+    every rank. Parameters: weight (out, in/R), bias (out,) whole, added once, after the sum.
+    Raises ValueError if R does not divide in.
+    """
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, *, group=None, dtype=None, device=None
+    ) -> None:
+        super().__init__()
+        self.group = group
+        self.tp_size, self.tp_rank = dist.get_world_size(group), dist.get_rank(group)
+        self.in_features, self.out_features = in_features, out_features
+        ### BEGIN SOLUTION 10.row_parallel
+        if in_features % self.tp_size:
+            raise ValueError(f"in_features={in_features} is not divisible by the TP size {self.tp_size}")
+        local_in = in_features // self.tp_size
+        self.weight = nn.Parameter(torch.empty(out_features, local_in, dtype=dtype, device=device))
+        self.bias = nn.Parameter(torch.empty(out_features, dtype=dtype, device=device)) if bias else None
+        ### END SOLUTION
+
+    @torch.no_grad()
+    def load_full(self, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        """Copy this rank's shard of the dense layer's weight (out, in) and its whole bias (out,)."""
+        ### BEGIN SOLUTION 10.row_parallel
+        self.weight.copy_(weight.chunk(self.tp_size, dim=1)[self.tp_rank])  # (out, in/R): our input columns
+        if self.bias is not None:
+            self.bias.copy_(bias)  # (out,): replicated, not split
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION 10.row_parallel
+        partial = F.linear(x, self.weight)  # (..., out): X_r V_r^T, one of R terms of the sum
+        z = ReduceFromTPRegion.apply(partial, self.group)  # (..., out): the one all-reduce of this layer
+        # Bias after the sum: added before it, every rank's copy would be summed, giving R * b.
+        return z if self.bias is None else z + self.bias
+        ### END SOLUTION
+
+
+# ---------------------------------------------------------------------------------------------------------
+# blocks
+
+
+class TensorParallelMLP(nn.Module):
+    """GELU(X A^T + a) B^T + b with A column-parallel (`up_proj`) and B row-parallel (`down_proj`).
+
+    GELU acts elementwise, so it applies to each rank's shard of X A^T on its own (Megatron Sec. 3): one
+    all-reduce in forward (g in down_proj), one in backward (f in up_proj). GELU is F.gelu (exact erf form).
+    """
+
+    def __init__(self, hidden: int, ffn: int, *, group=None, dtype=None, device=None) -> None:
+        super().__init__()
+        ### BEGIN SOLUTION 10.mlp
+        kw = dict(group=group, dtype=dtype, device=device)
+        self.up_proj = ColumnParallelLinear(hidden, ffn, **kw)  # (H -> F/R)
+        self.down_proj = RowParallelLinear(ffn, hidden, **kw)  # (F/R -> H), sums over ranks
+        ### END SOLUTION
+
+    def load_full(
+        self, w_up: torch.Tensor, b_up: torch.Tensor, w_down: torch.Tensor, b_down: torch.Tensor
+    ) -> None:
+        """Load the dense MLP's weights: w_up (F, H), b_up (F,), w_down (H, F), b_down (H,)."""
+        ### BEGIN SOLUTION 10.mlp
+        self.up_proj.load_full(w_up, b_up)
+        self.down_proj.load_full(w_down, b_down)
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION 10.mlp
+        h = F.gelu(self.up_proj(x))  # (B, S, F/R): this rank's columns of GELU(X A^T + a)
+        return self.down_proj(h)  # (B, S, H) on every rank
+        ### END SOLUTION
+
+
+class TensorParallelAttention(nn.Module):
+    """Causal self-attention, heads split across ranks: rank r computes heads r*nh/R .. (r+1)*nh/R - 1.
+
+    `qkv_proj` is ONE column-parallel layer H -> 3H whose local weight (3H/R, H) stacks this rank's rows of
+    W_q, W_k and W_v in that order; `out_proj` is row-parallel H -> H. One all-reduce forward, one backward.
+    The dense block is coursekit.toy_models.dense_attention (head j = features j*hd .. (j+1)*hd - 1).
+    Raises ValueError if R does not divide num_heads.
+    """
+
+    def __init__(self, hidden: int, num_heads: int, *, group=None, dtype=None, device=None) -> None:
+        super().__init__()
+        self.hidden, self.num_heads = hidden, num_heads
+        self.tp_size, self.tp_rank = dist.get_world_size(group), dist.get_rank(group)
+        ### BEGIN SOLUTION 10.attention
+        if num_heads % self.tp_size:
+            raise ValueError(f"num_heads={num_heads} is not divisible by the TP size {self.tp_size}")
+        self.head_dim = hidden // num_heads  # hd: the same as in the dense block
+        self.num_local_heads = num_heads // self.tp_size  # nh/R
+        kw = dict(group=group, dtype=dtype, device=device)
+        self.qkv_proj = ColumnParallelLinear(hidden, 3 * hidden, **kw)  # (H -> 3H/R): q_r, k_r, v_r
+        self.out_proj = RowParallelLinear(hidden, hidden, **kw)  # (H/R -> H), sums over ranks
+        ### END SOLUTION
+
+    @torch.no_grad()
+    def load_full(self, w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o) -> None:
+        """Load the dense block's weights: w_q, w_k, w_v, w_o (H, H) and biases (H,)."""
+        ### BEGIN SOLUTION 10.attention
+        R, r = self.tp_size, self.tp_rank
+        # Not qkv_proj.load_full(cat([w_q, w_k, w_v])): chunk r of the stacked (3H, H) matrix would be
+        # a slice of W_q alone for r = 0. Each rank needs ITS rows of each of W_q, W_k and W_v.
+        self.qkv_proj.weight.copy_(torch.cat([w.chunk(R, dim=0)[r] for w in (w_q, w_k, w_v)]))  # (3H/R, H)
+        self.qkv_proj.bias.copy_(torch.cat([b.chunk(R, dim=0)[r] for b in (b_q, b_k, b_v)]))  # (3H/R,)
+        self.out_proj.load_full(w_o, b_o)  # (H, H/R): the input columns of our heads
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION 10.attention
+        B, S, _ = x.shape
+        local = self.num_local_heads * self.head_dim  # H/R
+        q, k, v = self.qkv_proj(x).split(local, dim=-1)  # 3 x (B, S, H/R)
+        q, k, v = (t.view(B, S, self.num_local_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, nh/R, S, S): no communication,
+        future = torch.ones(S, S, dtype=torch.bool, device=x.device).triu(1)  # heads are independent
+        probs = scores.masked_fill(future, float("-inf")).softmax(dim=-1)  # (B, nh/R, S, S)
+        o = (probs @ v).transpose(1, 2).reshape(B, S, local)  # (B, S, H/R): our heads, side by side
+        return self.out_proj(o)  # (B, S, H) on every rank
+        ### END SOLUTION

@@ -1,0 +1,191 @@
+"""NVLink and NVSwitch: how much a GPU can send, what an all-reduce costs inside an NVLink domain, bisection
+bandwidth, and when a tensor-parallel group stays on NVLink.
+
+NVIDIA quotes NVLink BIDIRECTIONAL: an H100 has "900 GB/s", 18 links x 50 GB/s, both directions summed. A GPU
+can send only half of that while it receives the other half: 450 GB/s per direction (jax-ml/scaling-book
+gpus.md, "NVLink Bandwidth (GB/s, full-duplex)"). Every time below divides bytes by a PER-DIRECTION bandwidth.
+Ring all-reduce moves 2(p-1)/p x S bytes out of every GPU (nccl-tests doc/PERFORMANCE.md, "allReduce"), and an
+NVSwitch is non-blocking, so all p GPUs send at full rate at once. Check: `grade exercise 16`.
+Units: bytes, seconds, GB/s with GB = 1e9 bytes, as datasheets and nccl-tests count (ground-truth.md §0.1).
+"""
+
+from __future__ import annotations
+
+import math
+
+from coursekit.hardware import BIDIRECTIONAL, PER_DIRECTION, load
+
+GB = 10**9  # bytes in a decimal gigabyte
+
+# ------------------------------------------------------------------------------------------------------------
+# 16.bandwidth: per link and per GPU, in the convention asked for
+
+
+def to_convention(gb_s: float, quoted: str, want: str) -> float:
+    """A bandwidth `gb_s` quoted in convention `quoted`, expressed in convention `want` (each one of
+    "per-direction" or "bidirectional")."""
+    ### BEGIN SOLUTION 16.bandwidth
+    if quoted == want:
+        return gb_s
+    # bidirectional = both directions of a full-duplex link summed = 2 x per-direction
+    return gb_s * 2 if want == BIDIRECTIONAL else gb_s / 2
+    ### END SOLUTION
+
+
+def nvlink_gpu_gb_s(generation: str, want: str, links: int | None = None) -> float:
+    """NVLink bandwidth of one GPU in convention `want`, over `links` links of `generation` (a key of the
+    catalogue's `nvlink` table, e.g. "nvlink4"); links=None means the generation's full links_per_gpu.
+    Read the figures from `load().nvlink[generation]`: per_link_gb_s is quoted in its `convention`."""
+    ### BEGIN SOLUTION 16.bandwidth
+    gen = load().nvlink[generation]
+    n = gen.links_per_gpu if links is None else links  # H100: 18 links
+    return n * to_convention(gen.per_link_gb_s, gen.convention, want)  # 18 x 25 = 450 per direction
+    ### END SOLUTION
+
+
+def p2p_time_s(nbytes: float, generation: str, links: int | None = None) -> float:
+    """Seconds to copy `nbytes` from one GPU to another over `links` NVLink links of `generation` (None: all
+    of them, as through an NVSwitch), bandwidth only. The other direction may be busy at the same time."""
+    ### BEGIN SOLUTION 16.bandwidth
+    # one direction carries the copy: 450 GB/s for an H100, never the 900 GB/s headline
+    return nbytes / (nvlink_gpu_gb_s(generation, PER_DIRECTION, links) * GB)
+    ### END SOLUTION
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 16.allreduce: inside one NVLink domain, and across domains
+
+
+def ring_allreduce_time_s(nbytes: float, p: int, gpu_gb_s: float, alpha_s: float = 0.0) -> float:
+    """Ring all-reduce of `nbytes` (the buffer each GPU holds) over `p` GPUs that each send `gpu_gb_s`
+    (per direction) at once, through a non-blocking switch: 2(p-1) steps of alpha_s latency plus
+    2(p-1)/p x nbytes sent by every GPU. One GPU: no time at all."""
+    ### BEGIN SOLUTION 16.allreduce
+    if p == 1:
+        return 0.0
+    # reduce-scatter then all-gather, p-1 steps each, every step moves nbytes/p (nccl-tests PERFORMANCE.md;
+    # MPICH allreduce_intra_ring.c): the bandwidth lower bound 2(p-1)/p * S/B, and 2(p-1) latencies
+    return 2 * (p - 1) * alpha_s + 2 * (p - 1) / p * nbytes / (gpu_gb_s * GB)
+    ### END SOLUTION
+
+
+def nvls_allreduce_time_s(nbytes: float, gpu_gb_s: float) -> float:
+    """Ideal all-reduce with the reduction done inside the NVSwitch (NVLink SHARP, NCCL's NVLS algorithm):
+    each GPU sends its nbytes to the switch once and receives the reduced nbytes once, bandwidth only."""
+    ### BEGIN SOLUTION 16.allreduce
+    # scaling-book gpus.md: "An AllReduce has 2x this cost unless in-network reductions are enabled";
+    # with SHARP the ideal is T = bytes / W_egress (measured gains are smaller: ground-truth.md §2)
+    return nbytes / (gpu_gb_s * GB)
+    ### END SOLUTION
+
+
+def domain_allreduce_time_s(nbytes: float, node: str) -> float:
+    """Ring all-reduce of `nbytes` over every GPU of the NVLink domain of catalogue node `node` (e.g.
+    "dgx_h100", "gb200_nvl72"): p = its nvlink_domain_gpus, each GPU at its NVLink per-direction rate.
+    Bandwidth only. Read the node, its GPU and the GPU's NVLink generation and link count from load()."""
+    ### BEGIN SOLUTION 16.allreduce
+    hw = load()
+    n = hw.nodes[node]
+    gpu = hw.gpus[n.gpu]
+    gpu_gb_s = nvlink_gpu_gb_s(gpu.nvlink, PER_DIRECTION, gpu.nvlink_links)  # B200: 900, H100: 450
+    return ring_allreduce_time_s(nbytes, n.nvlink_domain_gpus, gpu_gb_s)
+    ### END SOLUTION
+
+
+def two_level_allreduce_time_s(
+    nbytes: float, domains: int, gpus_per_domain: int, nvlink_gb_s: float, nic_gb_s: float
+) -> float:
+    """All-reduce of `nbytes` over domains x gpus_per_domain GPUs in three phases that do not overlap:
+    ring reduce-scatter inside each domain (NVLink, nvlink_gb_s per GPU), ring all-reduce of each GPU's
+    1/gpus_per_domain shard across the domains (each GPU over its own NIC, nic_gb_s), ring all-gather
+    inside each domain. Rates per direction, bandwidth only."""
+    ### BEGIN SOLUTION 16.allreduce
+    g, d = gpus_per_domain, domains
+    intra = 2 * (g - 1) / g * nbytes / (nvlink_gb_s * GB)  # RS + AG inside the domain: (g-1)/g each
+    shard = nbytes / g  # after the reduce-scatter each GPU owns 1/g of the buffer, summed over its domain
+    inter = 2 * (d - 1) / d * shard / (nic_gb_s * GB)  # the g shards cross the NICs in parallel
+    return intra + inter
+    ### END SOLUTION
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 16.bisection
+
+
+def bisection_gb_s(n_gpus: int, gpu_gb_s: float, want: str) -> float:
+    """Bisection bandwidth of `n_gpus` (even) GPUs on a non-blocking switch, each sending gpu_gb_s per
+    direction: what crosses a cut into two halves of n_gpus/2, in convention `want` ("per-direction": one
+    way across the cut; "bidirectional": both ways summed, as NVIDIA reports it)."""
+    ### BEGIN SOLUTION 16.bisection
+    # n/2 GPUs on each side, each sending gpu_gb_s to the other side; scaling-book gpus.md Quiz 2: 8xH100 ->
+    # "8 * 450GB/s ... or 3.6TB/s of bisection bandwidth" counting both directions
+    one_way = n_gpus / 2 * gpu_gb_s
+    return to_convention(one_way, PER_DIRECTION, want)
+    ### END SOLUTION
+
+
+def domain_bisection_gb_s(node: str, want: str) -> float:
+    """Bisection bandwidth of the NVLink domain of catalogue node `node`, in convention `want`."""
+    ### BEGIN SOLUTION 16.bisection
+    hw = load()
+    n = hw.nodes[node]
+    gpu = hw.gpus[n.gpu]
+    gpu_gb_s = nvlink_gpu_gb_s(gpu.nvlink, PER_DIRECTION, gpu.nvlink_links)
+    return bisection_gb_s(n.nvlink_domain_gpus, gpu_gb_s, want)
+    ### END SOLUTION
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 16.tp_domain: a TP group is ranks [g*tp, (g+1)*tp); rank r lives in NVLink domain r // domain_gpus
+
+
+def tp_fits(tp: int, domain_gpus: int) -> bool:
+    """True if every TP group of `tp` consecutive ranks lies inside one NVLink domain of `domain_gpus`."""
+    ### BEGIN SOLUTION 16.tp_domain
+    # groups tile the ranks from 0; none straddles a domain boundary exactly when tp divides the domain
+    return domain_gpus % tp == 0
+    ### END SOLUTION
+
+
+def tp_groups_crossing(world: int, tp: int, domain_gpus: int) -> list[int]:
+    """Indices g (ascending) of the TP groups [g*tp, (g+1)*tp) that span more than one NVLink domain, for
+    `world` ranks (a multiple of tp)."""
+    ### BEGIN SOLUTION 16.tp_domain
+    crossing = []
+    for g in range(world // tp):
+        first, last = g * tp, (g + 1) * tp - 1
+        if first // domain_gpus != last // domain_gpus:  # its ring leaves NVLink for the NICs
+            crossing.append(g)
+    return crossing
+    ### END SOLUTION
+
+
+def max_tp_degree(domain_gpus: int, n_heads: int) -> int:
+    """The largest TP degree whose groups stay inside one NVLink domain of `domain_gpus` and that splits
+    `n_heads` attention heads evenly (Megatron-LM asserts n_heads % tp == 0)."""
+    ### BEGIN SOLUTION 16.tp_domain
+    # tp must divide both: the largest common divisor. NVL72 with 64 heads: 8, not 72
+    return math.gcd(domain_gpus, n_heads)
+    ### END SOLUTION
+
+
+def tp_layer_comm_time_s(
+    seq: int,
+    batch: int,
+    hidden: int,
+    tp: int,
+    domain_gpus: int,
+    nvlink_gb_s: float,
+    nic_gb_s: float,
+    bytes_per_elem: int = 2,
+) -> float:
+    """Seconds one transformer layer spends in TP all-reduces for one micro-batch, forward and backward:
+    Megatron's 4 ring all-reduces of seq x batch x hidden activations over the tp GPUs. Each runs at
+    nvlink_gb_s if the TP groups fit in an NVLink domain, else at nic_gb_s (a ring is as fast as its slowest
+    hop). Bandwidth only, per direction."""
+    ### BEGIN SOLUTION 16.tp_domain
+    message = seq * batch * hidden * bytes_per_elem  # (s, b, h) activations: 134 MB for 70B at s = 8192
+    gpu_gb_s = nvlink_gb_s if tp_fits(tp, domain_gpus) else nic_gb_s
+    # 2 all-reduces forward (after attention, after MLP: Megatron's g) + 2 backward (f): mappings.py
+    return 4 * ring_allreduce_time_s(message, tp, gpu_gb_s)
+    ### END SOLUTION

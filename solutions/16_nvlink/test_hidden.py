@@ -1,0 +1,297 @@
+"""What this catches: NVLink arithmetic that mixes conventions or miscounts an all-reduce.
+
+- bandwidth: NVIDIA's bidirectional headline used as a sending rate (every time off by 2x), a conversion
+  the wrong way round, the generation's link count used when fewer links are asked for.
+- allreduce: reduce-scatter counted as a whole all-reduce, the (p-1)/p factor dropped, p-1 latencies instead
+  of 2(p-1), the full buffer sent across the NICs instead of a 1/g shard, the wrong GPU or domain size.
+- bisection: all n GPUs counted on one side of the cut, the two conventions confused.
+- tp_domain: "fits" read as tp <= domain (TP=16 in a 72-GPU domain straddles racks), min() where gcd() is
+  needed, off-by-one group boundaries, 2 all-reduces per layer instead of Megatron's 4.
+Expected values come from the reference, and where one was published, from the publication too (the course
+catalogue coursekit/hardware.yml holds the hardware figures with their sources).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from coursekit.hardware import BIDIRECTIONAL, PER_DIRECTION, load
+from grader.harness import World
+
+GB = 1e9
+CONVENTIONS = (PER_DIRECTION, BIDIRECTIONAL)
+NODES = ("dgx_h100", "dgx_b200", "gb200_nvl72")
+SIZES = (8, 1 << 20, 134_217_728, 1e9, 16.06e9)  # bytes: tiny, 1 MiB, one 70B TP message, 1 GB, 8B grads
+
+
+def call(world: World, function: str, *args: Any) -> Any:
+    """`nvlink.function(*args)` on the one rank of this world."""
+    [res] = world.call("nvlink", function, args=[args])
+    return res.returned
+
+
+def number(value: Any, what: str) -> float:
+    if type(value) not in (int, float):
+        raise AssertionError(f"{what}: expected a number, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check(got: Any, expected: float, *, what: str, rel: float = 1e-9) -> None:
+    """`got` within `rel` of `expected`; 1e-9 for closed forms (float rounding only). Names common slips."""
+    number(got, what)
+    if math.isclose(got, expected, rel_tol=rel, abs_tol=0.0 if expected else 1e-15):
+        return
+    hint = ""
+    if expected and got:
+        ratio = got / expected
+        if math.isclose(ratio, 2) or math.isclose(ratio, 0.5):
+            hint = (
+                " (exactly 2x off: per-direction vs bidirectional, or an all-reduce counted as half of one)"
+            )
+        elif math.isclose(ratio, 2**30 / 1e9) or math.isclose(ratio, 1e9 / 2**30):
+            hint = " (GB is 1e9 bytes here, not 2**30)"
+    raise AssertionError(f"{what}: got {got!r}, expected {expected!r}{hint}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 16.bandwidth
+
+
+@pytest.mark.part("16.bandwidth")
+class TestBandwidth:
+    def test_to_convention(self, world: World) -> None:
+        for value in (25.0, 450.0, 1800.0, 3.0):
+            for quoted in CONVENTIONS:
+                for want in CONVENTIONS:
+                    factor = 1 if quoted == want else (2 if want == BIDIRECTIONAL else 0.5)
+                    check(
+                        call(world, "to_convention", value, quoted, want),
+                        value * factor,
+                        what=f"to_convention({value}, {quoted!r}, {want!r})",
+                    )
+
+    @pytest.mark.parametrize(
+        ("generation", "bidirectional"),
+        [("nvlink2", 300), ("nvlink3", 600), ("nvlink4", 900), ("nvlink5", 1800)],
+    )
+    def test_per_gpu_published(self, world: World, generation: str, bidirectional: float) -> None:
+        # NVIDIA NVLink page / whitepapers: V100 300, A100 600, H100 900, B200 1800 GB/s, both directions
+        # summed; the scaling book's per-direction table halves them (ground-truth.md §7.1)
+        got_bi = call(world, "nvlink_gpu_gb_s", generation, BIDIRECTIONAL)
+        check(got_bi, bidirectional, what=f"nvlink_gpu_gb_s({generation!r}, 'bidirectional')")
+        got_one = call(world, "nvlink_gpu_gb_s", generation, PER_DIRECTION)
+        check(got_one, bidirectional / 2, what=f"nvlink_gpu_gb_s({generation!r}, 'per-direction')")
+
+    def test_per_link_counts(self, world: World) -> None:
+        hw = load()
+        for generation, gen in hw.nvlink.items():
+            for links in (1, 2, 5, gen.links_per_gpu):
+                for want in CONVENTIONS:
+                    check(
+                        call(world, "nvlink_gpu_gb_s", generation, want, links),
+                        gen.gpu_gb_s(want, links),
+                        what=f"nvlink_gpu_gb_s({generation!r}, {want!r}, links={links})",
+                    )
+
+    def test_one_link_per_direction(self, world: World) -> None:
+        # scaling book gpus.md: NVLink 4 "25GB/s each way"; NVLink 5 50 GB/s (ground-truth.md §7.1)
+        check(call(world, "nvlink_gpu_gb_s", "nvlink4", PER_DIRECTION, 1), 25, what="one NVLink 4 link")
+        check(call(world, "nvlink_gpu_gb_s", "nvlink5", PER_DIRECTION, 1), 50, what="one NVLink 5 link")
+
+    def test_p2p_time(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        for generation in ("nvlink3", "nvlink4", "nvlink5"):
+            for nbytes in SIZES:
+                for links in (None, 1, 4):
+                    check(
+                        call(world, "p2p_time_s", nbytes, generation, links),
+                        ref.p2p_time_s(nbytes, generation, links),
+                        what=f"p2p_time_s({nbytes}, {generation!r}, links={links})",
+                    )
+        # 1 GB between two H100s: 1e9 / 450e9 s = 2.22 ms, not the 1.11 ms the 900 GB/s headline suggests
+        check(call(world, "p2p_time_s", 1e9, "nvlink4", None), 1 / 450, what="1 GB H100 -> H100")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 16.allreduce
+
+
+@pytest.mark.part("16.allreduce")
+class TestAllReduce:
+    def test_ring_matches_reference(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        for p in (2, 3, 8, 72):
+            for gpu_gb_s in (25.0, 450.0, 900.0):
+                for alpha in (0.0, 5e-6):
+                    for nbytes in (8, 1 << 20, 1e9):
+                        check(
+                            call(world, "ring_allreduce_time_s", nbytes, p, gpu_gb_s, alpha),
+                            ref.ring_allreduce_time_s(nbytes, p, gpu_gb_s, alpha),
+                            what=f"ring_allreduce_time_s({nbytes}, p={p}, {gpu_gb_s} GB/s, alpha={alpha})",
+                        )
+
+    def test_ring_closed_form(self, world: World) -> None:
+        # nccl-tests doc/PERFORMANCE.md: t = 2(n-1)/n * S/B; MPICH ring: 2(p-1) latency terms
+        check(call(world, "ring_allreduce_time_s", 1e9, 8, 450.0, 0.0), 1.75 / 450, what="1 GB, 8 GPUs")
+        got = call(world, "ring_allreduce_time_s", 0, 8, 450.0, 1e-6)
+        check(got, 14e-6, what="an empty ring all-reduce over 8 GPUs with alpha = 1 us (2(p-1) steps)")
+        check(call(world, "ring_allreduce_time_s", 1e9, 1, 450.0, 1e-6), 0.0, what="one GPU")
+
+    def test_nvls(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        for nbytes in SIZES:
+            for gpu_gb_s in (450.0, 900.0):
+                check(
+                    call(world, "nvls_allreduce_time_s", nbytes, gpu_gb_s),
+                    ref.nvls_allreduce_time_s(nbytes, gpu_gb_s),
+                    what=f"nvls_allreduce_time_s({nbytes}, {gpu_gb_s})",
+                )
+
+    def test_domains(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        for node in NODES:
+            for nbytes in SIZES:
+                check(
+                    call(world, "domain_allreduce_time_s", nbytes, node),
+                    ref.domain_allreduce_time_s(nbytes, node),
+                    what=f"domain_allreduce_time_s({nbytes}, {node!r})",
+                )
+
+    def test_nvl72_against_an_8_gpu_box(self, world: World) -> None:
+        # same per-GPU NVLink (B200, 900 GB/s per direction): 9x the GPUs cost only (71/72)/(7/8) = 1.127x
+        h100 = call(world, "domain_allreduce_time_s", 1e9, "dgx_h100")
+        b200 = call(world, "domain_allreduce_time_s", 1e9, "dgx_b200")
+        nvl72 = call(world, "domain_allreduce_time_s", 1e9, "gb200_nvl72")
+        check(h100, 2 * 7 / 8 / 450, what="1 GB in a DGX H100 (8 x 450 GB/s)")
+        check(b200, 2 * 7 / 8 / 900, what="1 GB in a DGX B200 (8 x 900 GB/s)")
+        check(nvl72, 2 * 71 / 72 / 900, what="1 GB in a GB200 NVL72 (72 x 900 GB/s)")
+
+    def test_two_level(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        for domains, g in ((9, 8), (2, 8), (4, 72), (3, 4)):
+            for nvlink_gb_s, nic_gb_s in ((450.0, 50.0), (900.0, 50.0), (900.0, 100.0)):
+                for nbytes in (1 << 20, 1e9):
+                    args = (nbytes, domains, g, nvlink_gb_s, nic_gb_s)
+                    check(
+                        call(world, "two_level_allreduce_time_s", *args),
+                        ref.two_level_allreduce_time_s(*args),
+                        what=f"two_level_allreduce_time_s{args}",
+                    )
+
+    def test_two_level_edges(self, world: World) -> None:
+        # one domain: just the NVLink ring; one GPU per domain: just the ring over the NICs
+        got = call(world, "two_level_allreduce_time_s", 1e9, 1, 8, 450.0, 50.0)
+        check(got, 1.75 / 450, what="two levels with a single domain")
+        got = call(world, "two_level_allreduce_time_s", 1e9, 8, 1, 450.0, 50.0)
+        check(got, 1.75 / 50, what="two levels with one GPU per domain")
+        # 72 B200s as 9 DGX B200 over NDR (50 GB/s per GPU): 1.94 ms on NVLink + 4.44 ms on the NICs
+        # = 6.39 ms, 2.9x the NVL72's 2.19 ms
+        got = call(world, "two_level_allreduce_time_s", 1e9, 9, 8, 900.0, 50.0)
+        check(got, 1.75 / 900 + 2 * 8 / 9 / 8 / 50, what="1 GB over 9 x 8 B200 with NDR")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 16.bisection
+
+
+@pytest.mark.part("16.bisection")
+class TestBisection:
+    def test_closed_form(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        for n in (2, 8, 16, 72, 576):
+            for gpu_gb_s in (50.0, 450.0, 900.0):
+                for want in CONVENTIONS:
+                    check(
+                        call(world, "bisection_gb_s", n, gpu_gb_s, want),
+                        ref.bisection_gb_s(n, gpu_gb_s, want),
+                        what=f"bisection_gb_s({n}, {gpu_gb_s}, {want!r})",
+                    )
+
+    def test_published(self, world: World) -> None:
+        # scaling book gpus.md Quiz 2: 8xH100 bisection 3.6 TB/s counting both directions ("what NVIDIA
+        # reports", NVSwitch Hot Chips 2022); one way it is 4 GPUs x 450 = 1.8 TB/s
+        check(
+            call(world, "domain_bisection_gb_s", "dgx_h100", BIDIRECTIONAL), 3600, what="DGX H100, both ways"
+        )
+        check(call(world, "domain_bisection_gb_s", "dgx_h100", PER_DIRECTION), 1800, what="DGX H100, one way")
+
+    def test_nvl72_bisection_is_half_its_aggregate(self, world: World) -> None:
+        # NVIDIA's "130 TB/s" for NVL72 is 72 x 1.8 TB/s: every GPU, both directions. Across a cut, 36 GPUs
+        # send 900 GB/s each way: 32.4 TB/s one way, 64.8 TB/s both ways
+        check(
+            call(world, "domain_bisection_gb_s", "gb200_nvl72", PER_DIRECTION), 32_400, what="NVL72, one way"
+        )
+        check(call(world, "domain_bisection_gb_s", "gb200_nvl72", BIDIRECTIONAL), 64_800, what="NVL72, both")
+
+    def test_domains_match_reference(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        for node in NODES:
+            for want in CONVENTIONS:
+                check(
+                    call(world, "domain_bisection_gb_s", node, want),
+                    ref.domain_bisection_gb_s(node, want),
+                    what=f"domain_bisection_gb_s({node!r}, {want!r})",
+                )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 16.tp_domain
+
+
+@pytest.mark.part("16.tp_domain")
+class TestTPDomain:
+    def test_fits(self, world: World) -> None:
+        for domain in (1, 4, 8, 72):
+            for tp in (1, 2, 3, 4, 6, 8, 9, 12, 16, 24, 36, 72, 144):
+                got = call(world, "tp_fits", tp, domain)
+                assert isinstance(got, bool), f"tp_fits({tp}, {domain}) must return a bool, got {got!r}"
+                # tiling ranks 0.. in groups of tp never straddles a domain boundary iff tp divides the domain
+                assert got == (domain % tp == 0), f"tp_fits(tp={tp}, domain_gpus={domain}): got {got}"
+
+    def test_groups_crossing(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        cases = [(144, 16, 72), (48, 6, 8), (64, 8, 8), (144, 24, 72), (24, 12, 8), (216, 27, 72), (8, 8, 72)]
+        for world_size, tp, domain in cases:
+            got = call(world, "tp_groups_crossing", world_size, tp, domain)
+            expected = ref.tp_groups_crossing(world_size, tp, domain)
+            assert got == expected, (
+                f"tp_groups_crossing({world_size}, {tp}, {domain}): got {got}, expected {expected}"
+            )
+        # two NVL72 racks with TP=16: group 4 is ranks 64..79, half in rack 0 and half in rack 1
+        assert call(world, "tp_groups_crossing", 144, 16, 72) == [4], "TP=16 over two NVL72 racks"
+
+    def test_max_tp_degree(self, world: World) -> None:
+        for domain in (1, 4, 8, 72):
+            for heads in (8, 12, 32, 40, 48, 64, 96, 128):
+                got = call(world, "max_tp_degree", domain, heads)
+                assert got == math.gcd(domain, heads), f"max_tp_degree({domain}, {heads}): got {got}"
+        assert call(world, "max_tp_degree", 72, 96) == 24, "GPT-3's 96 heads in an NVL72"
+
+    def test_layer_comm(self, world: World, reference) -> None:
+        ref = reference("nvlink")
+        for tp, domain in ((8, 8), (16, 8), (8, 72), (16, 72), (2, 8), (1, 8)):
+            for seq, batch, hidden in ((8192, 1, 8192), (4096, 2, 4096)):
+                args = (seq, batch, hidden, tp, domain, 450.0, 50.0)
+                check(
+                    call(world, "tp_layer_comm_time_s", *args),
+                    ref.tp_layer_comm_time_s(*args),
+                    what=f"tp_layer_comm_time_s{args}",
+                )
+        fp32 = (4096, 1, 4096, 4, 8, 900.0, 50.0, 4)
+        check(
+            call(world, "tp_layer_comm_time_s", *fp32),
+            ref.tp_layer_comm_time_s(*fp32),
+            what="fp32 activations",
+        )
+
+    def test_leaving_nvlink_costs_9x(self, world: World) -> None:
+        # 70B, s = 8192: 4 x 2(7/8) x 134 MB = 2.09 ms on NVLink (ground-truth.md §10.2); TP=16 over two
+        # DGX H100 falls to the 50 GB/s NICs: 4 x 2(15/16) x 134 MB / 50 GB/s = 20.1 ms
+        message = 8192 * 8192 * 2
+        in_node = call(world, "tp_layer_comm_time_s", 8192, 1, 8192, 8, 8, 450.0, 50.0)
+        check(in_node, 4 * 1.75 * message / 450e9, what="70B layer, TP=8 on NVLink")
+        across = call(world, "tp_layer_comm_time_s", 8192, 1, 8192, 16, 8, 450.0, 50.0)
+        check(across, 4 * 2 * 15 / 16 * message / 50e9, what="70B layer, TP=16 across two nodes")

@@ -1,0 +1,260 @@
+"""What this catches: fabric sizing that does not match the fat-tree arithmetic or NVIDIA's SuperPOD tables.
+
+- fat_tree: k^2 instead of k^2/2 (a leaf has only k/2 ports down), k^3/8 or k^3/2 instead of k^3/4, the
+  core switches forgotten in 5k^2/4, floats where counts are integers.
+- sizing: floor where ceil is needed (a partly filled leaf is still a leaf), as many spines as leaves in 2
+  tiers, the wrong tier chosen at k^2/2 and k^3/4, cables counted without the switch-to-switch links; checked
+  against every row of the DGX SuperPOD B200 scaling table.
+- rails: one leaf per rail for the whole cluster (radix ignored), PXN that moves data over NVLink but not to
+  the destination's rail, a ring that is not closed.
+- nics: Gb/s taken for GB/s, NVLink's bidirectional headline against a per-direction NIC rate, one NIC
+  per node, and PCIe's bidirectional figure taken as the slot's rate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from grader.harness import RankFailure, World
+
+NODES = ("dgx_h100", "dgx_b200", "gb200_nvl72", "rtx4090_pcie_4x", "rtx4090_pcie_8x")
+
+
+def call(world: World, function: str, *args: Any) -> Any:
+    """`fabric.function(*args)` on the one rank of this world."""
+    [res] = world.call("fabric", function, args=[args])
+    return res.returned
+
+
+def integer(got: Any, expected: int, what: str) -> None:
+    assert type(got) is int, f"{what}: expected an int, got {type(got).__name__} {got!r}"
+    assert got == expected, f"{what}: got {got}, expected {expected}"
+
+
+def check(got: Any, expected: float, *, what: str, rel: float = 1e-9) -> None:
+    """`got` within `rel` of `expected`; 1e-9 for closed forms (float rounding only). Names common slips."""
+    if type(got) not in (int, float):
+        raise AssertionError(f"{what}: expected a number, got {type(got).__name__} {got!r}")
+    if math.isclose(got, expected, rel_tol=rel):
+        return
+    hint = ""
+    if expected and got:
+        ratio = got / expected
+        if math.isclose(ratio, 8) or math.isclose(ratio, 1 / 8):
+            hint = " (8x off: bits and bytes mixed up?)"
+        elif math.isclose(ratio, 2) or math.isclose(ratio, 0.5):
+            hint = " (2x off: per-direction and bidirectional mixed up?)"
+    raise AssertionError(f"{what}: got {got!r}, expected {expected!r}{hint}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 17.fat_tree
+
+
+@pytest.mark.part("17.fat_tree")
+class TestFatTree:
+    RADIXES = (4, 8, 16, 32, 36, 40, 48, 64, 128, 144)
+
+    def test_two_tier(self, world: World) -> None:
+        for k in self.RADIXES:
+            integer(call(world, "two_tier_hosts", k), k * k // 2, f"two_tier_hosts({k})")
+
+    def test_three_tier(self, world: World) -> None:
+        for k in self.RADIXES:
+            integer(call(world, "three_tier_hosts", k), k**3 // 4, f"three_tier_hosts({k})")
+
+    def test_three_tier_switches(self, world: World) -> None:
+        for k in self.RADIXES:
+            integer(call(world, "three_tier_switches", k), 5 * k * k // 4, f"three_tier_switches({k})")
+
+    def test_published(self, world: World) -> None:
+        # ground-truth.md Appendix A: radix 32 -> 512 / 8192 hosts, 1280 switches; radix 40 -> 800 /
+        # 16000, 2000; radix 64 -> 2048 / 65536, 5120; radix 128 -> 8192 / 524288, 20480.
+        # Al-Fares §3: k = 4 -> 16 hosts, 20 switches
+        table = {32: (512, 8192, 1280), 40: (800, 16000, 2000), 64: (2048, 65536, 5120), 4: (8, 16, 20)}
+        table[128] = (8192, 524288, 20480)
+        for k, (two, three, switches) in table.items():
+            integer(call(world, "two_tier_hosts", k), two, f"two_tier_hosts({k})")
+            integer(call(world, "three_tier_hosts", k), three, f"three_tier_hosts({k})")
+            integer(call(world, "three_tier_switches", k), switches, f"three_tier_switches({k})")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 17.sizing
+
+
+def size(world: World, n: int, k: int) -> dict[str, Any]:
+    got = call(world, "fabric_size", n, k)
+    keys = {"tiers", "leaves", "spines", "cores", "switches", "cables"}
+    if not isinstance(got, dict) or set(got) != keys:
+        raise AssertionError(
+            f"fabric_size({n}, {k}) must return a dict with keys {sorted(keys)}, got {got!r}"
+        )
+    return got
+
+
+@pytest.mark.part("17.sizing")
+class TestSizing:
+    def test_superpod_b200_table(self, world: World) -> None:
+        # docs.nvidia.com/dgx-superpod/reference-architecture-scalable-infrastructure-b200, scaling table
+        # (ground-truth.md §7.2): SUs of 32 DGX B200 (256 GPUs, one 400 Gb/s NIC each), QM9700 radix 64
+        table = {2: (16, 8, 0), 4: (32, 16, 0), 8: (64, 32, 0), 16: (128, 128, 64), 32: (256, 256, 128)}
+        table[64] = (512, 512, 256)
+        for units, (leaves, spines, cores) in table.items():
+            got = size(world, units * 256, 64)
+            want = {"leaves": leaves, "spines": spines, "cores": cores}
+            assert {key: got[key] for key in want} == want, f"{units} SUs ({units * 256} GPUs): got {got}"
+            assert got["tiers"] == (2 if cores == 0 else 3), f"{units} SUs: tiers {got['tiers']}"
+
+    def test_h100_superpod_cables(self, world: World) -> None:
+        # scaling book gpus.md: 1024 H100s, 32 leaves, 16 spines; "8 * 16 * 2" leaf-spine cables per SU
+        got = size(world, 1024, 64)
+        assert (got["leaves"], got["spines"], got["switches"]) == (32, 16, 48), f"1024 GPUs: got {got}"
+        assert got["cables"] == 1024 + 4 * 8 * 16 * 2, f"1024 GPUs: cables {got['cables']}"
+
+    def test_full_al_fares(self, world: World) -> None:
+        got = size(world, 65536, 64)
+        assert (got["tiers"], got["switches"]) == (3, 5120), f"65,536 endpoints on radix 64: got {got}"
+        assert got["cables"] == 3 * 65536, f"a full k-ary fat tree has k^3/4 links per layer: {got}"
+
+    def test_matches_reference(self, world: World, reference) -> None:
+        ref = reference("fabric")
+        for k in (16, 40, 64):
+            for n in (1, 7, k, k + 1, 100, 799, 800, 801, 1000, 2047, 2048, 2049, 5000, 16000, 65536):
+                if n > k**3 // 4:
+                    continue
+                got, expected = size(world, n, k), ref.fabric_size(n, k)
+                assert got == expected, f"fabric_size({n}, {k}): got {got}, expected {expected}"
+
+    def test_too_big(self, world: World) -> None:
+        with pytest.raises(RankFailure, match="ValueError"):
+            call(world, "fabric_size", 65537, 64)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 17.rails
+
+
+@pytest.mark.part("17.rails")
+class TestRails:
+    def test_leaf_of(self, world: World) -> None:
+        for k, g in ((64, 8), (16, 4), (40, 8)):
+            for node in (0, 1, k // 2 - 1, k // 2, 3 * k // 2 + 5):
+                for gpu in range(g):
+                    expected = (node // (k // 2)) * g + gpu
+                    integer(
+                        call(world, "leaf_of", node, gpu, g, k), expected, f"leaf_of({node}, {gpu}, {g}, {k})"
+                    )
+
+    def test_paths_match_reference(self, world: World, reference) -> None:
+        ref = reference("fabric")
+        gpus = [[0, 0], [0, 3], [1, 3], [1, 5], [31, 3], [32, 3], [40, 7], [63, 0]]
+        for pxn in (False, True):
+            for src in gpus:
+                for dst in gpus:
+                    if src == dst:
+                        continue
+                    got, expected = call(world, "path", src, dst, 8, 64, pxn), ref.path(src, dst, 8, 64, pxn)
+                    assert got == expected, (
+                        f"path({src}, {dst}, 8, 64, pxn={pxn}): got {got}, expected {expected}"
+                    )
+
+    def test_pxn_published_idea(self, world: World) -> None:
+        # Juniper JVD "Rail Optimized Fabric", NCCL PXN: cross-rail traffic moves over NVLink to a GPU on the
+        # destination rail first, so it stays off the spines
+        assert call(world, "path", [0, 3], [5, 4], 8, 64, True) == ["nvlink", "leaf"], "PXN, same unit"
+        assert call(world, "path", [0, 3], [40, 4], 8, 64, True) == ["nvlink", "spine"], "PXN, other unit"
+        assert call(world, "path", [2, 1], [2, 6], 8, 64, True) == ["nvlink"], "same node"
+
+    def test_rings(self, world: World) -> None:
+        dp_rail = [[n, 0] for n in range(32)]  # GPU 0 of 32 nodes in one unit: the DP ring of TP=8 jobs
+        assert call(world, "ring_spine_crossings", dp_rail, 8, 64) == 0, "a ring on one rail of one unit"
+        two_units = [[n, 2] for n in range(64)]  # closes back from node 63 to node 0
+        assert call(world, "ring_spine_crossings", two_units, 8, 64) == 2, "a rail ring over two units"
+        zigzag = [[n, n % 8] for n in range(32)]  # every hop changes rail
+        assert call(world, "ring_spine_crossings", zigzag, 8, 64) == 32, "a ring that changes rail every hop"
+        assert call(world, "ring_spine_crossings", zigzag, 8, 64, True) == 0, "the same ring with PXN"
+
+    def test_rings_match_reference(self, world: World, reference) -> None:
+        ref = reference("fabric")
+        rings = [
+            [[n, (3 * n) % 4] for n in range(20)],
+            [[n // 4, n % 4] for n in range(40)],
+            [[5, 1], [9, 1]],
+        ]
+        for ring in rings:
+            for pxn in (False, True):
+                got, expected = (
+                    call(world, "ring_spine_crossings", ring, 4, 16, pxn),
+                    ref.ring_spine_crossings(ring, 4, 16, pxn),
+                )
+                assert got == expected, (
+                    f"ring_spine_crossings({ring}, 4, 16, {pxn}): got {got}, expected {expected}"
+                )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 17.nics
+
+
+@pytest.mark.part("17.nics")
+class TestNICs:
+    def test_injection(self, world: World, reference) -> None:
+        ref = reference("fabric")
+        for node in NODES:
+            check(
+                call(world, "per_gpu_injection_gb_s", node),
+                ref.per_gpu_injection_gb_s(node),
+                what=f"per_gpu_injection_gb_s({node!r})",
+            )
+        # scaling book gpus.md: NVL72 rack egress 4 x 18 x 400 / 8 = 3.6 TB/s over 72 GPUs = 50 GB/s each
+        check(call(world, "per_gpu_injection_gb_s", "gb200_nvl72"), 50, what="NVL72 per-GPU injection")
+        check(
+            call(world, "per_gpu_injection_gb_s", "rtx4090_pcie_8x"), 100 / 8 / 8, what="8x4090, one 100GbE"
+        )
+
+    def test_ratio(self, world: World) -> None:
+        # per direction: H100 450 / 50 = 9; B200 900 / 50 = 18 (scaling book gpus.md, node table)
+        for node, ratio in (("dgx_h100", 9), ("dgx_b200", 18), ("gb200_nvl72", 18)):
+            check(
+                call(world, "nvlink_to_network_ratio", node), ratio, what=f"nvlink_to_network_ratio({node!r})"
+            )
+
+    def test_nics_for_target(self, world: World) -> None:
+        cases = {(8, 50.0, 400.0): 8, (8, 450.0, 400.0): 72, (8, 50.0, 800.0): 4, (72, 50.0, 400.0): 72}
+        cases |= {(4, 12.5, 200.0): 2, (8, 10.0, 100.0): 7, (1, 0.1, 400.0): 1}
+        for args, expected in cases.items():
+            integer(call(world, "nics_for_target", *args), expected, f"nics_for_target{args}")
+
+    def test_internode_allreduce(self, world: World, reference) -> None:
+        ref = reference("fabric")
+        for nbytes in (1 << 20, 1e9, 16.06e9):
+            for nodes in (2, 4, 16, 128):
+                for nics, gbit in ((8, 400.0), (1, 400.0), (4, 800.0), (1, 100.0)):
+                    args = (nbytes, nodes, nics, gbit)
+                    check(
+                        call(world, "internode_allreduce_time_s", *args),
+                        ref.internode_allreduce_time_s(*args),
+                        what=f"internode_allreduce_time_s{args}",
+                    )
+        # 1 GB over 16 DGX H100: 2(15/16) x 1 GB / 400 GB/s = 4.69 ms with 8 NICs, 37.5 ms with one
+        check(
+            call(world, "internode_allreduce_time_s", 1e9, 16, 8, 400.0), 1.875 / 400, what="16 nodes, 8 NICs"
+        )
+        check(
+            call(world, "internode_allreduce_time_s", 1e9, 16, 1, 400.0), 1.875 / 50, what="16 nodes, 1 NIC"
+        )
+
+    def test_nic_fits_pcie(self, world: World) -> None:
+        # x16 per direction: Gen3 15.75, Gen4 31.5, Gen5 63.0 GB/s (128b/130b; ground-truth.md §7.1)
+        cases = {(400.0, "gen5", 16): True, (400.0, "gen4", 16): False, (200.0, "gen4", 16): True}
+        cases |= {(800.0, "gen5", 16): False, (100.0, "gen3", 16): True, (400.0, "gen5", 8): False}
+        cases |= {(200.0, "gen5", 8): True, (200.0, "gen5", 4): False, (200.0, "gen3", 16): False}
+        for (gbit, gen, lanes), expected in cases.items():
+            got = call(world, "nic_fits_pcie", gbit, gen, lanes)
+            assert got is expected, (
+                f"nic_fits_pcie({gbit}, {gen!r}, lanes={lanes}): got {got!r}, expected {expected}"
+            )

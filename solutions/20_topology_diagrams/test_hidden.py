@@ -1,0 +1,307 @@
+"""What this catches: misreading a topology, one question at a time (each test: one question, one machine).
+
+- parse_smi: multi-word headers ("CPU Affinity") read as device columns, " X " lost when splitting, ANSI
+  escapes left in the header, the NIC legend ignored, older drivers' "mlx5_0" rows, "N/A" NUMA as a number.
+- smi_questions: NODE counted as SYS (it stays on one socket), "NV2" read as 1 link, a partial NVLink mesh
+  (DGX-1) taken for an NVSwitch, the nearest NIC picked by string order instead of the PIX < ... < SYS ladder.
+- cluster_yaml: NVL72 trays not merged into one NVLink domain, routes through another node's NIC, a GPU
+  without
+  a NIC treated as reachable, the DGX-1 mesh treated as all-to-all.
+- layouts: TP groups checked as rings (i -> i + 1) instead of cliques, unreachable pipelines and DP rings.
+The question functions get the reference's parse of each machine, so a parsing bug costs parse_smi only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import coursekit
+from coursekit.hardware import load
+from grader.harness import World
+
+DATA = Path(coursekit.__file__).parent / "data"
+SMI = {
+    name: (DATA / f"topo_{name}.txt").read_text()
+    for name in ("dgx_h100", "4x4090", "dgx1_v100", "2socket_l40s")
+}
+CLUSTERS = {
+    name: (DATA / f"cluster_{name}.yml").read_text()
+    for name in ("dgx_h100_rail", "gb200_nvl72", "rtx4090_pair", "dgx1_v100_pair")
+}
+HW = load()
+
+
+def call(world: World, module: str, function: str, *args: Any) -> Any:
+    [res] = world.call(module, function, args=[args])
+    return res.returned
+
+
+def same(got: Any, want: Any, what: str) -> None:
+    """Exact equality of plain data (tuples and lists alike), with the first difference named."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or set(got) != set(want):
+            raise AssertionError(f"{what}: expected keys {sorted(want)}, got {got!r:.300}")
+        for k in want:
+            same(got[k], want[k], f"{what}[{k!r}]")
+    elif isinstance(want, list | tuple):
+        if not isinstance(got, list | tuple) or len(got) != len(want):
+            raise AssertionError(f"{what}: expected {want!r:.300}, got {got!r:.300}")
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            same(g, w, f"{what}[{i}]")
+    elif got != want or type(got) is not type(want):
+        raise AssertionError(f"{what}: expected {want!r}, got {got!r}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 20.parse_smi: one test per machine
+
+
+@pytest.mark.part("20.parse_smi")
+class TestParseSmi:
+    @pytest.mark.parametrize("machine", list(SMI))
+    def test_sample(self, world: World, reference, machine: str) -> None:
+        want = reference("smi_topo").parse_topo(SMI[machine])
+        same(call(world, "smi_topo", "parse_topo", SMI[machine]), want, f"parse_topo(topo_{machine}.txt)")
+
+    def test_as_pasted_into_an_issue(self, world: World, reference) -> None:
+        # what people paste: a title line, tabs expanded to spaces, Windows line ends
+        text = "NVIDIA Topology:\r\n" + SMI["dgx_h100"].expandtabs(8).replace("\n", "\r\n")
+        want = reference("smi_topo").parse_topo(SMI["dgx_h100"])
+        same(call(world, "smi_topo", "parse_topo", text), want, "parse_topo of the pasted DGX H100 output")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 20.smi_questions: the reference's parse in, one question per test
+
+
+@pytest.fixture
+def parsed(reference) -> dict[str, dict]:
+    return {name: reference("smi_topo").parse_topo(text) for name, text in SMI.items()}
+
+
+# A 4-GPU box where only GPU1-GPU2-GPU3 are NVLinked to each other, and two NICs equally near GPU3
+PARTIAL = {
+    "devices": ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1"],
+    "gpus": ["GPU0", "GPU1", "GPU2", "GPU3"],
+    "nics": ["NIC0", "NIC1"],
+    "matrix": {
+        "GPU0": {"GPU0": "X", "GPU1": "NV4", "GPU2": "PHB", "GPU3": "SYS", "NIC0": "PXB", "NIC1": "SYS"},
+        "GPU1": {"GPU0": "NV4", "GPU1": "X", "GPU2": "NV2", "GPU3": "NV2", "NIC0": "NODE", "NIC1": "SYS"},
+        "GPU2": {"GPU0": "PHB", "GPU1": "NV2", "GPU2": "X", "GPU3": "NV4", "NIC0": "SYS", "NIC1": "PHB"},
+        "GPU3": {"GPU0": "SYS", "GPU1": "NV2", "GPU2": "NV4", "GPU3": "X", "NIC0": "NODE", "NIC1": "NODE"},
+        "NIC0": {"GPU0": "PXB", "GPU1": "NODE", "GPU2": "SYS", "GPU3": "NODE", "NIC0": "X", "NIC1": "SYS"},
+        "NIC1": {"GPU0": "SYS", "GPU1": "SYS", "GPU2": "PHB", "GPU3": "NODE", "NIC0": "SYS", "NIC1": "X"},
+    },
+    "cpu_affinity": {},
+    "numa_affinity": {},
+    "legend": {},
+    "nic_names": {"NIC0": "mlx5_0", "NIC1": "mlx5_bond_0"},
+}
+
+
+@pytest.mark.part("20.smi_questions")
+class TestSmiQuestions:
+    def test_link_kinds(self, world: World, parsed) -> None:
+        cases = [
+            ("dgx_h100", "GPU0", "GPU7", "nvlink"),
+            ("dgx_h100", "GPU0", "NIC5", "pcie"),
+            ("dgx_h100", "GPU0", "NIC6", "sys"),
+            ("4x4090", "GPU0", "GPU2", "pcie"),
+            ("dgx1_v100", "GPU0", "GPU5", "sys"),
+            ("dgx1_v100", "GPU2", "mlx5_0", "pcie"),
+            ("2socket_l40s", "GPU0", "GPU3", "pcie"),
+            ("2socket_l40s", "GPU3", "GPU4", "sys"),
+            ("dgx_h100", "NIC4", "NIC4", "self"),
+        ]
+        for machine, a, b, want in cases:
+            same(call(world, "smi_topo", "link_kind", parsed[machine], a, b), want, f"{machine}: {a} - {b}")
+
+    def test_nvlink_counts(self, world: World, parsed) -> None:
+        cases = [
+            ("dgx_h100", "GPU3", "GPU4", 18),
+            ("dgx1_v100", "GPU0", "GPU3", 2),
+            ("dgx1_v100", "GPU0", "GPU1", 1),
+            ("dgx1_v100", "GPU0", "GPU5", 0),
+            ("4x4090", "GPU0", "GPU1", 0),
+        ]
+        for machine, a, b, want in cases:
+            same(
+                call(world, "smi_topo", "nvlink_count", parsed[machine], a, b),
+                want,
+                f"{machine}: NVLinks {a}-{b}",
+            )
+
+    @pytest.mark.parametrize("machine", ["dgx1_v100", "2socket_l40s", "4x4090"])
+    def test_gpu_pairs(self, world: World, reference, parsed, machine: str) -> None:
+        want = reference("smi_topo").gpu_pairs(parsed[machine])
+        same(call(world, "smi_topo", "gpu_pairs", parsed[machine]), want, f"gpu_pairs on {machine}")
+
+    def test_largest_nvlink_group(self, world: World, parsed) -> None:
+        cases = {
+            "dgx_h100": [f"GPU{i}" for i in range(8)],
+            "dgx1_v100": ["GPU0", "GPU1", "GPU2", "GPU3"],
+            "4x4090": ["GPU0"],
+            "2socket_l40s": ["GPU0"],
+        }
+        for machine, want in cases.items():
+            same(call(world, "smi_topo", "largest_nvlink_group", parsed[machine]), want, f"{machine}")
+        same(
+            call(world, "smi_topo", "largest_nvlink_group", PARTIAL), ["GPU1", "GPU2", "GPU3"], "partial mesh"
+        )
+
+    def test_nearest_nics(self, world: World, parsed) -> None:
+        cases = [
+            ("dgx_h100", "GPU2", ["mlx5_2"]),
+            ("dgx_h100", "GPU5", ["mlx5_7"]),
+            ("4x4090", "GPU3", ["mlx5_0"]),
+            ("dgx1_v100", "GPU6", ["mlx5_0"]),
+            ("2socket_l40s", "GPU5", ["mlx5_1"]),
+            ("2socket_l40s", "GPU2", ["mlx5_0"]),
+        ]
+        for machine, gpu, want in cases:
+            same(
+                call(world, "smi_topo", "nearest_nics", parsed[machine], gpu),
+                want,
+                f"{machine}: NICs of {gpu}",
+            )
+        for gpu, want in [
+            ("GPU0", ["mlx5_0"]),
+            ("GPU2", ["mlx5_bond_0"]),
+            ("GPU3", ["mlx5_0", "mlx5_bond_0"]),
+        ]:
+            same(call(world, "smi_topo", "nearest_nics", PARTIAL, gpu), want, f"partial box: NICs of {gpu}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 20.cluster_yaml
+
+
+UNCABLED = """
+name: half-cabled
+nodes:
+  - {name: a, gpus: 2, nvlink: all, nics: 1}
+  - {name: b, gpus: 2, nvlink: all, nics: 1}
+  - {name: c, gpus: 2, nvlink: none, nics: 0}
+  - {name: d, gpus: 1, nics: 1}
+switches:
+  - {name: tor, tier: leaf}
+  - {name: other, tier: leaf}
+links:
+  - [a:nic0, tor]
+  - [b:nic0, other]
+  - [d:nic0, tor]
+  - [d:nic0, other]
+"""
+
+
+RING = """
+name: bridged-ring
+nodes:
+  - {name: ws, gpus: 4, nvlink: [[0, 1], [1, 2], [2, 3], [3, 0]], nics: 0}
+"""
+
+
+@pytest.fixture
+def clusters(reference) -> dict[str, dict]:
+    load_cluster = reference("cluster").load_cluster
+    return {name: load_cluster(text) for name, text in CLUSTERS.items()} | {
+        "uncabled": load_cluster(UNCABLED)
+    }
+
+
+@pytest.mark.part("20.cluster_yaml")
+class TestClusterYaml:
+    @pytest.mark.parametrize("name", [*CLUSTERS, "uncabled"])
+    def test_load(self, world: World, clusters, name: str) -> None:
+        text = CLUSTERS.get(name, UNCABLED)
+        same(call(world, "cluster", "load_cluster", text), clusters[name], f"load_cluster({name})")
+
+    def test_catalogue_agrees_with_the_samples(self, world: World, clusters) -> None:
+        # the sample files follow coursekit/hardware.yml's node designs
+        assert (
+            len(clusters["gb200_nvl72"]["nvlink"])
+            == 72 * 71 // 2
+            == HW.nodes["gb200_nvl72"].nvlink_domain_gpus * 71 // 2
+        )
+        assert len(clusters["dgx_h100_rail"]["gpus"]) == 4 * HW.nodes["dgx_h100"].gpus
+        got = call(world, "cluster", "gpu_path", clusters["gb200_nvl72"], "tray00:0", "tray17:3")
+        same(got, {"kind": "nvlink", "tiers": []}, "NVL72: tray 0 to tray 17 stays on NVLink")
+
+    def test_paths(self, world: World, clusters) -> None:
+        leaf_spine_leaf = {"kind": "network", "tiers": ["leaf", "spine", "leaf"]}
+        cases = [
+            ("dgx_h100_rail", "dgx0:0", "dgx0:5", {"kind": "nvlink", "tiers": []}),
+            ("dgx_h100_rail", "dgx0:3", "dgx2:3", {"kind": "network", "tiers": ["leaf"]}),
+            ("dgx_h100_rail", "dgx0:3", "dgx2:4", leaf_spine_leaf),
+            ("gb200_nvl72", "tray04:1", "tray04:1", {"kind": "self", "tiers": []}),
+            ("rtx4090_pair", "box0:0", "box0:3", {"kind": "pcie", "tiers": []}),
+            ("rtx4090_pair", "box0:2", "box1:1", {"kind": "network", "tiers": ["leaf"]}),
+            ("dgx1_v100_pair", "dgx1a:0", "dgx1a:5", {"kind": "pcie", "tiers": []}),
+            ("dgx1_v100_pair", "dgx1a:6", "dgx1a:2", {"kind": "nvlink", "tiers": []}),
+            ("dgx1_v100_pair", "dgx1a:0", "dgx1b:7", {"kind": "network", "tiers": ["leaf"]}),
+        ]
+        for name, a, b, want in cases:
+            same(call(world, "cluster", "gpu_path", clusters[name], a, b), want, f"{name}: {a} -> {b}")
+
+    def test_unreachable(self, world: World, clusters) -> None:
+        # d's NIC is cabled to both switches (a dual-homed host), but hosts do not forward: a and b cannot
+        # reach each other through it, while each of them reaches d; c has no NIC at all
+        c = clusters["uncabled"]
+        cases = [("a:0", "b:1", "unreachable"), ("a:1", "c:0", "unreachable"), ("c:1", "c:0", "pcie")]
+        for a, b, kind in cases:
+            same(
+                call(world, "cluster", "gpu_path", c, a, b),
+                {"kind": kind, "tiers": []},
+                f"uncabled: {a} -> {b}",
+            )
+        for a in ("a:0", "b:1"):
+            got = call(world, "cluster", "gpu_path", c, a, "d:0")
+            same(got, {"kind": "network", "tiers": ["leaf"]}, f"uncabled: {a} -> d:0 through one switch")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 20.layouts
+
+
+@pytest.mark.part("20.layouts")
+class TestLayouts:
+    def test_largest_tp_degree(self, world: World, clusters) -> None:
+        for name, want in [
+            ("dgx_h100_rail", 8),
+            ("gb200_nvl72", 72),
+            ("rtx4090_pair", 1),
+            ("dgx1_v100_pair", 4),
+        ]:
+            same(
+                call(world, "cluster", "largest_tp_degree", clusters[name]),
+                want,
+                f"largest TP degree, {name}",
+            )
+
+    @pytest.mark.parametrize("name", ["dgx_h100_rail", "gb200_nvl72", "dgx1_v100_pair"])
+    def test_supported_layouts(self, world: World, reference, clusters, name: str) -> None:
+        want = reference("cluster").supported_layouts(clusters[name])
+        same(call(world, "cluster", "supported_layouts", clusters[name]), want, f"supported layouts, {name}")
+
+    def test_no_layout_without_a_network(self, world: World, clusters) -> None:
+        # 7 GPUs: only tp 7, pp 7 or dp 7 multiply to 7, and each needs a and b to reach each other
+        same(
+            call(world, "cluster", "supported_layouts", clusters["uncabled"]),
+            [],
+            "layouts of a cut-off cluster",
+        )
+
+    def test_a_ring_of_bridges_is_not_a_clique(self, world: World, reference) -> None:
+        # 4 GPUs joined in a ring by NVLink bridges (0-1-2-3-0): 0-2 and 1-3 have no NVLink, so TP 4 would
+        # route half its traffic over PCIe; TP 2 on {0, 1} and {2, 3} stays on NVLink
+        ring = reference("cluster").load_cluster(RING)
+        same(
+            call(world, "cluster", "largest_tp_degree", ring),
+            2,
+            "largest TP degree on a ring of NVLink bridges",
+        )
+        want = [[1, 1, 4], [1, 2, 2], [1, 4, 1], [2, 1, 2], [2, 2, 1]]
+        same(call(world, "cluster", "supported_layouts", ring), want, "layouts on the ring")

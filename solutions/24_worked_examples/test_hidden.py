@@ -1,0 +1,194 @@
+"""What this catches: plans that do not survive the reference tools of exercises 21-23, and wrong answers.
+
+Each plan document is read on the rank (rank_programs.plan_document: safe YAML, plain data) and checked in
+the judge with solutions/24_worked_examples/verify.py, a copy of exercise 21's reference yardsticks (kept
+equal to it by tests/test_worked_examples_tools.py):
+- layout: TP leaving the NVLink domain (70B at TP 16), TP splitting heads, tp x pp x dp not the cluster, EP on
+  a dense model, a batch that does not add up;
+- memory: plans whose busiest GPU needs more than 90% of 80 GB (DDP for 8B, ZeRO-1 alone for DeepSeek-V3);
+- throughput: model flops utilisation (6 N_active T / (GPUs x peak x step), PaLM Appendix B) under the
+  problem's floor: full recomputation where selective fits, TP across nodes, pipelines with few micro-batches;
+- answers: each recomputed for the student's own plan. GiB for GB, ms for s, a percentage for a fraction,
+  NVLink's bidirectional 900 GB/s, fp32 messages, total instead of active parameters, replicas = ep, a
+  dispatch without top_k: all off by far more than the 1% allowed (3 significant figures).
+Published anchors of these formulas (62.5 ms, 134.2 MB, 63.85 s, 939.5 MB) are checked, with their sources, in
+tests/test_worked_examples_tools.py: they test the grader, not the student.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from coursekit.cluster import Cluster
+from coursekit.models import MODELS
+from grader.harness import World
+
+NAMES = ("llama3_8b", "llama3_70b", "deepseek_v3")
+REL = 0.01  # answers are read from YAML written by hand: 3 significant figures
+ABS = {"s": 1e-3, "bubble_fraction": 1e-4}  # where the right answer may be 0: 1 ms, or 1e-4 of a fraction
+WORDS = (10, 150)  # a justification is "a few sentences"
+
+
+def per_problem(*extra: str) -> Any:
+    """Parametrize a test over the three problems (x the questions of each, with extra=("question",)), each
+    instance scoring for its own part, at world size 1."""
+    if extra:
+        params = [
+            pytest.param(n, q, marks=pytest.mark.part(f"24.{n}"), id=f"{n}-{q}")
+            for n in NAMES
+            for q in _QUESTIONS[n]
+        ]
+        names = "name," + ",".join(extra)
+    else:
+        params = [pytest.param(n, marks=pytest.mark.part(f"24.{n}"), id=n) for n in NAMES]
+        names = "name"
+
+    def decorate(test: Any) -> Any:
+        return pytest.mark.parametrize("world", [1], indirect=True)(
+            pytest.mark.parametrize(names, params)(test)
+        )
+
+    return decorate
+
+
+# the questions, for parametrizing at collection (tests/test_worked_examples_tools.py checks plans.py agrees)
+_QUESTIONS = {
+    "llama3_8b": ("memory_gb", "step_s", "mfu", "zero0_memory_gb", "dp_allreduce_s"),
+    "llama3_70b": ("memory_gb", "step_s", "mfu", "tp_message_mb", "tp_s", "bubble_fraction"),
+    "deepseek_v3": ("memory_gb", "step_s", "mfu", "expert_replicas", "dispatch_mb", "ep_s"),
+}
+
+
+@pytest.fixture
+def ref(reference) -> dict[str, Any]:
+    return {"plans": reference("plans"), "verify": reference("verify")}
+
+
+def document(world: World, name: str) -> Any:
+    [res] = world.run("rank_programs:plan_document", inputs={"function": name})
+    return res.value
+
+
+def problem(ref: dict, name: str) -> tuple[Any, Cluster, dict]:
+    p = ref["plans"].PROBLEMS[name]
+    return MODELS[p["model"]], Cluster(p["node"], p["nodes"]), p
+
+
+def is_number(x: Any) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
+
+
+def checked_plan(world: World, ref: dict, name: str) -> dict:
+    """The student's document, with a plan that is well formed and valid; else a failed check saying why."""
+    doc = document(world, name)
+    shape = shape_errors(doc, ref, name)
+    assert not shape, f"{name}(): " + "; ".join(shape)
+    model, cluster, p = problem(ref, name)
+    errors = ref["verify"].layout_errors(model, cluster, p["global_batch"], doc["plan"])
+    assert not errors, f"{name}(): the plan breaks exercise 21's layout rules: " + "; ".join(errors)
+    return doc
+
+
+def shape_errors(doc: Any, ref: dict, name: str) -> list[str]:
+    if not isinstance(doc, dict) or set(doc) != {"plan", "answers", "justification"}:
+        got = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
+        return [f"expected a mapping with keys answers, justification, plan; got {got}"]
+    errors = []
+    plan, answers = doc["plan"], doc["answers"]
+    keys = set(ref["verify"].PLAN_KEYS)
+    if not isinstance(plan, dict) or set(plan) != keys:
+        got = sorted(plan) if isinstance(plan, dict) else plan
+        errors.append(f"plan: expected the keys {sorted(keys)}, got {got!r}")
+    questions = set(ref["plans"].QUESTIONS[name])
+    if not isinstance(answers, dict) or set(answers) != questions:
+        got = sorted(answers) if isinstance(answers, dict) else answers
+        errors.append(f"answers: expected the keys {sorted(questions)}, got {got!r}")
+    elif bad := [k for k, v in answers.items() if not is_number(v)]:
+        errors.append(f"answers: {', '.join(bad)} must be numbers")
+    return errors
+
+
+# ------------------------------------------------------------------------------------------------------------
+
+
+@per_problem()
+def test_document_is_well_formed(world: World, ref: dict, name: str) -> None:
+    errors = shape_errors(document(world, name), ref, name)
+    assert not errors, f"{name}(): " + "; ".join(errors)
+
+
+@per_problem()
+def test_plan_is_valid(world: World, ref: dict, name: str) -> None:
+    checked_plan(world, ref, name)
+
+
+@per_problem()
+def test_plan_fits_memory(world: World, ref: dict, name: str) -> None:
+    plan = checked_plan(world, ref, name)["plan"]
+    model, cluster, p = problem(ref, name)
+    mem = ref["verify"].memory_per_gpu(model, cluster, plan, p["seq_len"])
+    parts = ", ".join(f"{k} {mem[k] / 1e9:.1f}" for k in ("params", "grads", "optimizer", "activations"))
+    assert mem["fits"], (
+        f"{name}: the busiest GPU needs {mem['total'] / 1e9:.1f} GB ({parts}), more than the "
+        f"{mem['limit'] / 1e9:.0f} GB a plan may use (90% of {cluster.memory_bytes / 1e9:.0f} GB)"
+    )
+
+
+@per_problem()
+def test_plan_meets_throughput_floor(world: World, ref: dict, name: str) -> None:
+    plan = checked_plan(world, ref, name)["plan"]
+    model, cluster, p = problem(ref, name)
+    got = ref["verify"].mfu(model, cluster, plan, p["seq_len"])
+    t = ref["verify"].step_time(model, cluster, plan, p["seq_len"])
+    where = ", ".join(f"{k} {v:.2f}" for k, v in t.items() if k != "total_s" and v)
+    assert got >= p["mfu_floor"], (
+        f"{name}: MFU {got:.3f} is under the floor {p['mfu_floor']}: {t['total_s']:.1f} s per step ({where})"
+    )
+
+
+@per_problem("question")
+def test_answer(world: World, ref: dict, name: str, question: str) -> None:
+    doc = checked_plan(world, ref, name)
+    model, cluster, p = problem(ref, name)
+    want = ref["verify"].answers(model, cluster, doc["plan"], p["seq_len"], (question,))[question]
+    got = doc["answers"][question]
+    if isinstance(want, int):
+        assert got == want, f"{name}: {question} is {want} for this plan, got {got}"
+        return
+    atol = ABS.get(question, ABS["s"] if question.endswith("_s") else 0.0)
+    if math.isclose(got, want, rel_tol=REL, abs_tol=atol):
+        return
+    raise AssertionError(
+        f"{name}: {question} = {got!r}, but this plan gives {want:.6g} (1% allowed){hint(got, want)}"
+    )
+
+
+def hint(got: float, want: float) -> str:
+    """Name the usual slip when `got` is `want` in other units or off by a classic factor."""
+    slips = {
+        "GiB instead of GB": 1e9 / 2**30,
+        "MiB instead of MB": 1e6 / 2**20,
+        "milliseconds instead of seconds": 1e3,
+        "a percentage instead of a fraction": 100.0,
+        "bytes instead of GB or MB": 1e9,
+        "twice the right value (bidirectional bandwidth? fp32?)": 2.0,
+        "half the right value (bidirectional NVLink counted as per direction?)": 0.5,
+    }
+    for slip, factor in slips.items():
+        if want and math.isclose(got, want * factor, rel_tol=REL):
+            return f": that is {slip}"
+    return ""
+
+
+@per_problem()
+def test_justification(world: World, ref: dict, name: str) -> None:
+    doc = document(world, name)
+    text = doc.get("justification") if isinstance(doc, dict) else None
+    assert isinstance(text, str), f"{name}(): justification must be text, got {type(text).__name__}"
+    words = len(text.split())
+    assert WORDS[0] <= words <= WORDS[1], (
+        f"{name}(): justification has {words} words; write {WORDS[0]}-{WORDS[1]}"
+    )

@@ -1,0 +1,310 @@
+"""What this catches: consumer-GPU plans that look fine on paper and hit a wall in practice.
+
+- memory_wall: ZeRO-1 sharding the gradients too, a stage sharding the wrong term, the 24 GB used whole (no
+  10% for the CUDA context and fragmentation), a reserve for activations ignored, floats instead of a count.
+  Anchored to the ZeRO paper's Figure 1 (7.5B over 64 GPUs: 120 / 31.4 / 16.6 / 1.9 GB).
+- host_allreduce: the ring factor 2(n-1)/n forgotten, PCIe's line rate instead of what a 4090 delivers, host
+  memory crossed once instead of written and read, host memory charged when P2P works, the socket link
+  forgotten (or charged with one socket), boxes joined without the network, the wrong wall named. Anchored to
+  tinygrad's measured 24.5 GB/s all-reduce bus bandwidth on 4090s with P2P.
+- walls: activations for the whole batch, ZeRO-3 traffic once per step instead of per micro-batch, overlap
+  with the whole step, recomputation ignored in the flops or the overlap, the wrong "bound".
+- compare: a plan that does not fit kept, the slowest plan picked, the H100 node priced through host memory.
+Closed forms: relative 1e-9 (float rounding only); counts and names: exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from typing import Any
+
+import pytest
+
+from coursekit.cluster import Cluster
+from coursekit.models import MODELS, ModelSpec
+from grader.harness import World
+
+REL = 1e-9  # float rounding only
+GB = 1e9
+
+# A synthetic 1.5B dense decoder (no published model claimed): small enough for every ZeRO stage to fit
+TOY = ModelSpec(
+    name="toy 1.5B", n_layers=24, dim=2048, n_heads=16, n_kv_heads=16, ffn_dim=8192, vocab_size=50304,
+    params=1_500_000_000, active_params=1_500_000_000,
+)  # fmt: skip
+MODEL_KEYS = ("llama3_8b", "llama3_70b")
+
+
+def boxes(feasibility: Any) -> dict[str, Any]:
+    """Boxes to try, by name: the two of the catalogue, one socket with 8 GPUs (host memory's wall), a slow
+    socket link, a lower PCIe efficiency."""
+    b8 = feasibility.BOX_8X
+    return {
+        "BOX_4X": feasibility.BOX_4X,
+        "BOX_8X": b8,
+        "one_socket_8": dataclasses.replace(b8, sockets=1, socket_link_gb_s=0.0),
+        "slow_link": dataclasses.replace(b8, socket_link_gb_s=10.0),
+        "pcie_70": dataclasses.replace(feasibility.BOX_4X, pcie_efficiency=0.7, dram_gb_s=100.0),
+    }
+
+
+@pytest.fixture
+def ref(reference) -> dict[str, Any]:
+    """The reference modules. walls.py imports feasibility by name, so that name points at the reference only
+    while walls loads."""
+    feasibility = reference("feasibility")
+    saved = sys.modules.get("feasibility")
+    sys.modules["feasibility"] = feasibility
+    try:
+        walls = reference("walls")
+    finally:
+        if saved is None:
+            del sys.modules["feasibility"]
+        else:
+            sys.modules["feasibility"] = saved
+    return {"feasibility": feasibility, "walls": walls}
+
+
+def wire(value: Any) -> Any:
+    if isinstance(value, ModelSpec):
+        return {"model": value.to_dict()}
+    if isinstance(value, Cluster):
+        return {"cluster": [value.node, value.nodes]}
+    if dataclasses.is_dataclass(value):
+        return {"box": dataclasses.asdict(value)}
+    return value
+
+
+def spec(module: str, function: str, *args: Any, **kwargs: Any) -> dict:
+    return {"module": module, "function": function, "args": [wire(a) for a in args],
+            "kwargs": {k: wire(v) for k, v in kwargs.items()}}  # fmt: skip
+
+
+def run_many(world: World, calls: list[dict]) -> list[Any]:
+    [res] = world.run("rank_programs:call_many", inputs={"calls": calls})
+    return res.value
+
+
+def expect(ref: dict, module: str, function: str, *args: Any, **kwargs: Any) -> Any:
+    return getattr(ref[module], function)(*args, **kwargs)
+
+
+def same(got: Any, want: Any, what: str) -> None:
+    """got == want: dicts key by key, lists item by item, floats within REL, the rest exactly."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), (
+            f"{what}: expected keys {sorted(want)}, got {got!r}"
+        )
+        for k in want:
+            same(got[k], want[k], f"{what}[{k!r}]")
+    elif isinstance(want, list | tuple):
+        assert isinstance(got, list) and len(got) == len(want), (
+            f"{what}: expected {len(want)} items, got {got!r}"
+        )
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            same(g, w, f"{what}[{i}]")
+    elif want is None or isinstance(want, bool | str | int):  # int: counts; bool is an int too
+        assert got == want and type(got) is type(want), f"{what}: expected {want!r}, got {got!r}"
+    else:
+        assert type(got) in (int, float) and not isinstance(got, bool), (
+            f"{what}: expected a number, got {got!r}"
+        )
+        assert math.isclose(got, want, rel_tol=REL, abs_tol=1e-15), f"{what}: got {got!r}, expected {want!r}"
+
+
+def check_calls(world: World, ref: dict, calls: list[tuple]) -> None:
+    """Each (module, function, args, kwargs) on the rank, compared with the reference."""
+    got = run_many(world, [spec(m, f, *a, **k) for m, f, a, k in calls])
+    for (m, f, a, k), g in zip(calls, got, strict=True):
+        args = ", ".join(
+            [repr(getattr(x, "node", getattr(x, "name", x))) for x in a]
+            + [f"{n}={v!r}" for n, v in k.items()]
+        )
+        same(g, expect(ref, m, f, *a, **k), f"{f}({args})")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 25.memory_wall
+
+
+@pytest.mark.part("25.memory_wall")
+def test_bytes_per_param(world: World, ref: dict) -> None:
+    calls = [
+        ("feasibility", "state_bytes_per_param", (z, dp), {}) for z in range(4) for dp in (1, 2, 8, 16, 64)
+    ]
+    check_calls(world, ref, calls)
+
+
+@pytest.mark.part("25.memory_wall")
+def test_zero_paper_figure_1(world: World) -> None:
+    # Rajbhandari et al. 2020 (arXiv 1910.02054) Fig. 1: Ψ = 7.5B, N_d = 64: 120, 31.4, 16.6, 1.9 GB per GPU
+    got = run_many(world, [spec("feasibility", "state_bytes_per_param", z, 64) for z in range(4)])
+    assert all(type(x) in (int, float) for x in got), f"bytes per parameter are numbers, got {got!r}"
+    for z, published in enumerate((120, 31.4, 16.6, 1.9)):
+        per_gpu = 7.5e9 * got[z] / GB
+        assert abs(per_gpu - published) <= 0.02 * published, (
+            f"ZeRO-{z}: {per_gpu:.2f} GB, Figure 1 {published}"
+        )  # rounded
+
+
+@pytest.mark.part("25.memory_wall")
+def test_largest_trainable_params(world: World, ref: dict) -> None:
+    f = ref["feasibility"]
+    calls = [
+        ("feasibility", "largest_trainable_params", (box, z), {"boxes": n, "reserve_bytes": r})
+        for box in (f.BOX_4X, f.BOX_8X)
+        for z in range(4)
+        for n in (1, 2, 4)
+        for r in (0.0, 3.5e9, 30e9)  # 30 GB: nothing fits
+    ]
+    check_calls(world, ref, calls)
+
+
+@pytest.mark.part("25.memory_wall")
+def test_bad_zero_stage_raises(world: World) -> None:
+    c = spec("feasibility", "state_bytes_per_param", 4, 8)
+    [res] = world.run("rank_programs:raises", inputs=c)
+    assert res.value == "ValueError", f"state_bytes_per_param(4, 8) should raise ValueError, got {res.value}"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 25.host_allreduce
+
+
+@pytest.mark.part("25.host_allreduce")
+def test_host_allreduce_grid(world: World, ref: dict) -> None:
+    calls = [
+        ("feasibility", "host_allreduce_s", (s, box), {"boxes": n, "p2p": p2p})
+        for box in boxes(ref["feasibility"]).values()
+        for s in (1e6, 2 * MODELS["llama3_8b"].params)
+        for n in (1, 2, 4)
+        for p2p in (None, True, False)
+    ]
+    check_calls(world, ref, calls)
+
+
+@pytest.mark.part("25.host_allreduce")
+def test_walls_named(world: World, ref: dict) -> None:
+    """Who binds: the socket link on the 2-socket server, host memory with 8 GPUs on one socket, PCIe once P2P
+    removes host memory from the path, the 100GbE NIC between boxes."""
+    b = boxes(ref["feasibility"])
+    grads = 2 * MODELS["llama3_8b"].params
+    cases = [
+        ((grads, b["BOX_8X"]), {}, "socket"),
+        ((grads, b["one_socket_8"]), {}, "dram"),
+        ((grads, b["one_socket_8"]), {"p2p": True}, "pcie"),
+        ((grads, b["BOX_8X"]), {"boxes": 2}, "network"),
+        ((grads, b["BOX_4X"]), {"boxes": 1, "p2p": True}, "pcie"),
+    ]
+    got = run_many(world, [spec("feasibility", "host_allreduce_s", *a, **k) for a, k, _ in cases])
+    for (a, k, wall), g in zip(cases, got, strict=True):
+        assert isinstance(g, dict) and g.get("wall") == wall, (
+            f"{a[1].node} {k}: expected the {wall} wall, got {g!r}"
+        )
+
+
+@pytest.mark.part("25.host_allreduce")
+def test_p2p_bus_bandwidth_matches_measurement(world: World) -> None:
+    # tinygrad/open-gpu-kernel-modules README: 6 x RTX 4090 with its P2P driver, all_reduce_perf at 32 MiB,
+    # busbw 24.58 / 24.50 GB/s. A PCIe-bound ring moves at the link rate whatever n: busbw = per-GPU link.
+    S = 33554432
+    [got] = run_many(world, [spec("feasibility", "host_allreduce_s", S, {"box": "BOX_4X"}, p2p=True)])
+    seconds = got.get("time_s") if isinstance(got, dict) else None
+    assert type(seconds) in (int, float) and seconds > 0, f"host_allreduce_s gave {got!r}"
+    busbw = S / seconds * 2 * 3 / 4 / GB  # nccl-tests: algbw x 2(n-1)/n, n = 4
+    assert abs(busbw - 24.54) <= 0.03 * 24.54, (
+        f"bus bandwidth {busbw:.2f} GB/s vs 24.54 measured (3% allowed)"
+    )
+
+
+@pytest.mark.part("25.host_allreduce")
+def test_three_sockets_rejected(world: World, ref: dict) -> None:
+    box = dataclasses.replace(ref["feasibility"].BOX_8X, sockets=3)
+    [res] = world.run("rank_programs:raises", inputs=spec("feasibility", "host_allreduce_s", 1e9, box))
+    assert res.value == "ValueError", f"3 sockets should raise ValueError, got {res.value}"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 25.walls
+
+
+def machines(ref: dict) -> list[tuple[Any, int]]:
+    f = ref["feasibility"]
+    return [
+        (f.BOX_8X, 1),
+        (f.BOX_8X, 2),
+        (f.BOX_4X, 1),
+        (Cluster("dgx_h100", 1), 1),
+        (Cluster("dgx_h100", 2), 1),
+    ]
+
+
+@pytest.mark.part("25.walls")
+@pytest.mark.parametrize("model", ["toy", *MODEL_KEYS])
+def test_step_estimate(world: World, ref: dict, model: str) -> None:
+    spec_ = TOY if model == "toy" else MODELS[model]
+    calls = [
+        ("walls", "step_estimate", (spec_, m, z, rc, s, 256), {"boxes": n, "micro_batch": mbs})
+        for m, n in machines(ref)
+        for z in range(4)
+        for rc in ("none", "selective", "full")
+        for s, mbs in ((4096, 1), (1024, 2))
+    ]
+    check_calls(world, ref, calls)
+
+
+@pytest.mark.part("25.walls")
+def test_bound_names_the_wall(world: World, ref: dict) -> None:
+    """8B with ZeRO-3 at 1024 tokens per micro-batch: the gathers outlast compute on the 2-socket box."""
+    est = run_many(world, [spec("walls", "step_estimate", MODELS["llama3_8b"], ref["feasibility"].BOX_8X, 3,
+                                "full", 1024, 4096)])[0]  # fmt: skip
+    assert isinstance(est, dict) and est.get("fits") is True and est.get("bound") == "socket", est
+    exposed, compute = est.get("exposed_s"), est.get("compute_s")
+    assert type(exposed) in (int, float) and type(compute) in (int, float), est
+    assert exposed > 0.5 * compute, f"most of the traffic should be exposed: {est}"
+
+
+@pytest.mark.part("25.walls")
+def test_uneven_batch_raises(world: World, ref: dict) -> None:
+    c = spec("walls", "step_estimate", TOY, ref["feasibility"].BOX_8X, 1, "none", 1024, 100)
+    [res] = world.run("rank_programs:raises", inputs=c)
+    assert res.value == "ValueError", f"100 sequences over 8 GPUs should raise ValueError, got {res.value}"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 25.compare
+
+
+@pytest.mark.part("25.compare")
+@pytest.mark.parametrize("model", ["toy", *MODEL_KEYS])
+def test_compare(world: World, ref: dict, model: str) -> None:
+    spec_ = TOY if model == "toy" else MODELS[model]
+    f = ref["feasibility"]
+    calls = [("walls", "compare", (spec_, s, b), {"box": box}) for s, b in ((4096, 1024), (1024, 4096))
+             for box in (f.BOX_8X, f.BOX_4X)]  # fmt: skip
+    check_calls(world, ref, calls)
+
+
+@pytest.mark.part("25.compare")
+def test_compare_llama3_8b_reads_right(world: World) -> None:
+    """The table of the README: 8B fits the 4090 box only fully sharded and fully recomputed; the H100 node
+    runs ZeRO-1, selective recomputation, at the compute time of ground-truth.md §12 (63.85 s at 40% MFU)."""
+    [rows] = run_many(world, [spec("walls", "compare", MODELS["llama3_8b"], 4096, 1024)])
+    assert isinstance(rows, list) and len(rows) == 2 and all(isinstance(r, dict) for r in rows), rows
+    box, h100 = rows
+    assert (box.get("machine"), box.get("zero_stage"), box.get("recompute")) == (
+        "rtx4090_pcie_8x",
+        3,
+        "full",
+    ), box
+    assert (h100.get("machine"), h100.get("zero_stage"), h100.get("recompute")) == (
+        "dgx_h100",
+        1,
+        "selective",
+    ), h100
+    numbers = [h100.get("step_s"), h100.get("tokens_per_s"), box.get("tokens_per_s")]
+    assert all(type(x) in (int, float) and x > 0 for x in numbers), rows
+    assert abs(numbers[0] - 63.85) <= 1e-3 * 63.85, h100  # 989 vs 989.4 TFLOPS between the two sources
+    assert 7.5 < numbers[1] / numbers[2] < 8.5, (box, h100)  # 6x the flops, x 8/6 for full recomputation
