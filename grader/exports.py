@@ -55,6 +55,7 @@ cd /tmp && PYTHONPATH=/grade/public:/grade/judge/distgpu OMP_NUM_THREADS=1 pytho
 
 
 def _copy_course_subset(course: Course, exercise: Exercise, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
     for name in PACKAGE:
         source = course.root / name
         if source.is_dir():
