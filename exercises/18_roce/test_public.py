@@ -7,7 +7,9 @@ with the reference. To see your rate trajectory, run `python exercises/18_roce/p
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +88,31 @@ def test_swift_cut_is_capped(world: World) -> None:
     close(trace[0]["cwnd"], 8.4, "cwnd after one cut")
     trace = run(world, "replay_swift", params=params, acks=[[0, 1000.0, 1]], cwnd=10.0)
     close(trace[0]["cwnd"], 5.0, "cwnd after a cut capped at max_mdf")
+
+
+@pytest.mark.part("18.simulate")
+def test_congestion_episode_plot(world: World, artifact) -> None:  # type: ignore[no-untyped-def]
+    """Runs the scripted congestion episode with your ecn.py and dcqcn.py; saves R_C and R_T against time."""
+    spec = importlib.util.spec_from_file_location(
+        "rank_programs_18", Path(__file__).parent / "rank_programs.py"
+    )
+    programs = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(programs)  # type: ignore[union-attr]  # trusted course code: constants only
+    inputs = {
+        "params": programs.EPISODE_PARAMS,
+        "trace": programs.episode_trace(),
+        "duration_us": programs.EPISODE_US,
+    }
+    (res,) = world.run("rank_programs:episode", inputs=inputs)
+    run = res.value
+    assert run["cnps"], "the episode's queue goes above Kmax, so the switch must send CNPs"
+    assert min(run["rate_mbps"]) < run["rate_mbps"][0], "the current rate must drop after the first CNP"
+    path = artifact("rate_vs_time.png", "a plot of your DCQCN rate against time")
+    if path is not None:
+        from coursekit.plots import save_line_plot
+
+        series = {
+            "current rate R_C": (run["t"], [r / 1000 for r in run["rate_mbps"]]),
+            "target rate R_T": (run["t"], [r / 1000 for r in run["target_mbps"]]),
+        }
+        save_line_plot(path, series, title="DCQCN reaction point", xlabel="time (us)", ylabel="rate (Gb/s)")

@@ -34,9 +34,21 @@ from grader.results import Status, TestResult
 class GradingPlugin:
     """Grades one exercise; read ``results`` and ``errors`` after ``pytest.main`` returns."""
 
-    def __init__(self, *, course: Course, exercise: Exercise, pools: Pools, device: str, gpus: int) -> None:
+    def __init__(
+        self,
+        *,
+        course: Course,
+        exercise: Exercise,
+        pools: Pools,
+        device: str,
+        gpus: int,
+        artifacts_dir: Path | None = None,
+    ) -> None:
         self.course, self.exercise, self.pools = course, exercise, pools
         self.device, self.gpus = device, gpus
+        self.artifacts_dir = artifacts_dir
+        self.artifacts: list[tuple[str, Path]] = []
+        """(what, where) for every file a test saved for the student, e.g. a plot of their measurements."""
         self.results: list[TestResult] = []
         self.errors: list[str] = []
         """Problems with the suite itself (collection errors, unknown parts): course bugs, not verdicts."""
@@ -108,6 +120,22 @@ class GradingPlugin:
     def reference(self) -> Callable[[str], ModuleType]:
         """``reference("allreduce")`` imports the reference module from solutions/ into the judge."""
         return self._load_reference
+
+    @pytest.fixture
+    def artifact(self) -> Callable[[str, str], Path | None]:
+        """``artifact("latency.png", "a plot of your measured latency")`` -> where to write it, or None.
+
+        None when this run keeps no files (inside a container); the test then skips only the writing.
+        """
+
+        def place(name: str, what: str) -> Path | None:
+            if self.artifacts_dir is None:
+                return None
+            self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+            self.artifacts.append((what, self.artifacts_dir / name))
+            return self.artifacts_dir / name
+
+        return place
 
     def _refuse_to_start(self, part: Part, size: int) -> None:
         if part.device == "gpu" and self.device != "cuda":

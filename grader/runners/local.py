@@ -51,6 +51,7 @@ class LocalRunner:
             shutil.rmtree(scratch, ignore_errors=True)
         if plugin.errors:
             raise SuiteError("\n".join(plugin.errors))
+        notes += [f"saved {what}: {path}" for what, path in plugin.artifacts if path.exists()]
         suites = _suites(job)
         if len(suites) == 1 and suites[0].name == "test_public.py":
             notes.append(
@@ -82,8 +83,15 @@ class LocalRunner:
             run_as_uid=self.run_as_uid,
         )
         self.last_pools = pools = Pools(config, reuse=self.reuse_worlds)
+        # Inside a container (run_as_uid set) nothing the judge writes survives: keep no artifacts there.
+        artifacts = job.course.root / ".grade" / "artifacts" / job.exercise.dirname
         plugin = GradingPlugin(
-            course=job.course, exercise=job.exercise, pools=pools, device=device, gpus=gpus
+            course=job.course,
+            exercise=job.exercise,
+            pools=pools,
+            device=device,
+            gpus=gpus,
+            artifacts_dir=None if self.run_as_uid is not None else artifacts,
         )
         args = [
             *map(str, suites),
