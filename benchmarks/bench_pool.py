@@ -35,7 +35,8 @@ def timed_run(runner: LocalRunner, exercise_ref: str) -> tuple[float, ExerciseRe
     started = time.perf_counter()
     result = runner.run(job)
     elapsed = time.perf_counter() - started
-    assert result.full_marks, "the reference must pass for the figures to mean anything"
+    failures = [f"{t.name}: {t.status} {t.output[:300]}" for t in result.tests if t.status != "passed"]
+    assert not failures, "the reference must pass for the figures to mean anything:\n" + "\n".join(failures)
     return elapsed, result
 
 

@@ -10,8 +10,9 @@ Exercise 22 grades these formulas; the planners reuse them. Bytes everywhere, ne
 from __future__ import annotations
 
 MFU = 0.40
-"""Model flops utilisation the planners assume. Llama 3 (arXiv 2407.21783, Table 4) reports 38-43% bf16 MFU
-for 405B on 8k-16k H100s (380-430 TFLOPs/GPU); ground-truth.md §12 works its examples at 40%."""
+"""Model flops utilisation the planners assume. Llama 3 (arXiv 2407.21783, Table 4, as relayed by
+glennklockwood.com/garden/llama-3.1) reports 380-430 TFLOPs per H100 for 405B on 8k-16k GPUs, 38-43% of the
+dense bf16 peak; ground-truth.md §12 works its examples at 40%."""
 
 USABLE_MEMORY_FRACTION = 0.90
 """Share of a GPU's memory a plan may fill. A course assumption, not a measurement: the rest goes to the CUDA

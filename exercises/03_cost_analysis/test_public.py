@@ -77,12 +77,17 @@ def test_measure_returns_agreed_seconds(world: World) -> None:
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
 def test_measured_latency_plot(world: World, artifact) -> None:  # type: ignore[no-untyped-def]
-    """Measures gloo on 2 ranks with your code, fits it with your code, and saves the plot for you to read."""
+    """Measures gloo on 2 ranks with your code, fits a line to it, and saves the plot for you to read."""
     sizes = [1 << k for k in range(8, 23, 2)]  # 256 B .. 4 MiB
     (times, _) = (r.returned for r in world.call("measure", "measure_allreduce", args=[(sizes,)] * 2))
     assert isinstance(times, list) and len(times) == len(sizes), f"expected one time per size, got {times!r}"
-    (fit, _) = (r.returned for r in world.call("measure", "fit_alpha_beta", args=[(sizes, times)] * 2))
-    assert isinstance(fit, list) and len(fit) == 2, f"fit_alpha_beta must return [alpha, beta], got {fit!r}"
+    assert all(isinstance(t, float) and t > 0 for t in times), f"times must be positive seconds: {times}"
+    # The line through the measurements by ordinary least squares (so this check leans on measure.py alone).
+    mean_s, mean_t = sum(sizes) / len(sizes), sum(times) / len(times)
+    slope = sum((s - mean_s) * (t - mean_t) for s, t in zip(sizes, times, strict=True)) / sum(
+        (s - mean_s) ** 2 for s in sizes
+    )
+    fit = [max(mean_t - slope * mean_s, 1e-9), max(slope, 1e-15)]  # alpha, beta; clamped for the log axes
     path = artifact("allreduce_latency.png", "a plot of your measured all-reduce latency and its fit")
     if path is not None:  # the plot helper ships with the exercise: trusted course code, not yours
         spec = importlib.util.spec_from_file_location("plot_fit_03", Path(__file__).parent / "plot_fit.py")

@@ -84,11 +84,17 @@ class MemoryPool:
         raise NotImplementedError("TODO(15.access): not implemented yet")
 
     def release(self, handle: Handle) -> None:
-        """Free the region, scrub its bytes, drop every grant on it. InvalidHandle if it is not live here."""
+        """Free the region, scrub its bytes and drop every grant on it.
+
+        Raises InvalidHandle, as check(handle, self.rank, 0, 0, write=True) would, if it is not live here.
+        """
         raise NotImplementedError("TODO(15.access): not implemented yet")
 
     def grant(self, handle: Handle, peer: int, perms: int) -> None:
-        """Set (not add to) `peer`'s permissions on a live region of this rank; NONE revokes."""
+        """Set (not add to) `peer`'s permissions on a live region of this rank; NONE revokes.
+
+        Raises InvalidHandle, as check(handle, self.rank, 0, 0, write=True) would, if it is not live here.
+        """
         raise NotImplementedError("TODO(15.access): not implemented yet")
 
     def check(self, handle: Handle, requester: int, offset: int, nbytes: int, write: bool) -> int:

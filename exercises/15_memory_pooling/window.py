@@ -2,7 +2,7 @@
 
 With NVSHMEM (nvshmem_getmem / nvshmem_putmem) or an RDMA NIC, the origin moves bytes and the target's CPU
 does nothing. gloo has only two-sided send/recv, so the target must take part. We do what MPI's
-active-target mode does (MPI_Win_fence, Open MPI man page): get/put only queue an operation; the collective
+active-target mode does (MPI_Win_fence(3), docs.open-mpi.org): get/put only queue an operation; the collective
 fence() carries every queued operation to its owner, which checks and serves it, and returns the results.
 
 One fence, on rank r of p, with ops queued for owners t (any rank, r included):

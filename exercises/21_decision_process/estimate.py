@@ -65,7 +65,7 @@ def step_time(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> d
         reduce-scatters the grads (3 all-gathers' worth), hidden behind that micro-batch's compute.
     tp: per layer and micro-batch 4 all-reduces of the bf16 (seq, mbs, dim) activation over the tp
         consecutive ranks, 6 with full recomputation; nothing hides them.
-    pp: 2 (m + pp - 2) sends of that activation between stages tp x dp ranks apart (p2p_level).
+    pp: 2 (m + pp - 2) sends of that activation / tp (SP's slice) between stages tp x dp ranks apart.
     ep: per MoE layer of the stage (ceil(moe_layers / pp)) and micro-batch 4 all-to-alls (6 with full
         recomputation) of seq x mbs / tp tokens x top_k x dim bf16 over the ep ranks tp apart."""
     raise NotImplementedError("TODO(21.step_time): not implemented yet")

@@ -71,7 +71,8 @@ def step_comm(
 ) -> dict:  # fmt: skip
     """Every strategy's communication in one step on the busiest GPU, {"dp", "tp", "pp", "ep"} each
     {"total_s", "exposed_s"} (only those two keys), plus "compute_s" and "exposed_s" (the four exposed
-    times summed). TP: sequence parallelism on whenever tp > 1. EP: seq_len x micro_batch_size / tp tokens
-    per GPU and micro-batch (SP splits the sequence), ceil(moe_layers / pp) MoE layers, bf16 both ways; a
-    dense model or ep = 1 has no EP traffic. ValueError unless tp x pp x dp = cluster.world and ep | dp."""
+    times summed). Sequence parallelism is on whenever tp > 1, so each TP rank holds seq_len / tp of the
+    sequence: a pipeline hop carries that slice, and EP dispatches seq_len x micro_batch_size / tp tokens
+    per GPU and micro-batch through ceil(moe_layers / pp) MoE layers, bf16 both ways (a dense model or
+    ep = 1 has no EP traffic). ValueError unless tp x pp x dp = cluster.world and ep divides dp."""
     raise NotImplementedError("TODO(23.step): not implemented yet")

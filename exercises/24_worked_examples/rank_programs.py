@@ -39,3 +39,28 @@ def plan_document(ctx: Any, *, function: str) -> Any:
         except yaml.YAMLError as e:
             raise ValueError(f"{function}() returned text that is not valid YAML: {e}") from None
     return _plain(document, f"{function}()")
+
+
+def plan_breakdown(ctx: Any, *, function: str, model: str, node: str, nodes: int, seq_len: int) -> dict:
+    """For `grade exercise 24`'s plan tables: the plan document, and its memory and step time by YOUR exercise
+    21 estimate.py (../21_decision_process, where this checkout has it), or why there are none."""
+    import importlib.util
+    from pathlib import Path
+
+    from coursekit.cluster import Cluster
+    from coursekit.models import MODELS
+
+    document = plan_document(ctx, function=function)
+    out = {"document": document, "memory": None, "time": None, "note": ""}
+    path = Path(__file__).resolve().parent.parent / "21_decision_process" / "estimate.py"
+    try:
+        spec = importlib.util.spec_from_file_location("estimate_21_for_24", path)
+        estimate = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(estimate)  # type: ignore[union-attr]
+        plan, cluster = document["plan"], Cluster(node, nodes)
+        out["memory"] = estimate.memory_per_gpu(MODELS[model], cluster, plan, seq_len)
+        out["time"] = estimate.step_time(MODELS[model], cluster, plan, seq_len)
+    except Exception as e:  # your exercise 21 is not written yet, or rejects this plan: the table says so
+        out["memory"] = out["time"] = None
+        out["note"] = f"no breakdown from exercise 21's estimate.py: {type(e).__name__}: {e}"[:300]
+    return _plain(out, "plan_breakdown")

@@ -8,6 +8,7 @@ recomputes every answer for your plan with the reference tools of exercises 21-2
 
 from __future__ import annotations
 
+import io
 import math
 from typing import Any
 
@@ -91,3 +92,38 @@ def test_justification_is_short(world: World, name: str) -> None:
     assert isinstance(text, str) and 10 <= len(text.split()) <= 150, (
         f"{name}: write 10-150 words of justification"
     )
+
+
+@per_problem
+def test_plan_report(world: World, name: str, artifact) -> None:  # type: ignore[no-untyped-def]
+    """Saves your plan as a table, with memory and time broken down by YOUR exercise 21 estimate.py, and a
+    memory chart: `grade exercise 24` says where."""
+    read(world, name)
+    path = artifact(f"plan_24_{name}.txt", f"your {name} plan as a table")
+    if path is None:  # this run keeps no files (a container)
+        return
+    model, cluster, _, seq_len, _ = PROBLEMS[name]
+    inputs = {
+        "function": name,
+        "model": model,
+        "node": cluster.node,
+        "nodes": cluster.nodes,
+        "seq_len": seq_len,
+    }
+    [res] = world.run("rank_programs:plan_breakdown", inputs=inputs)
+    report = res.value
+    from rich.console import Console  # the grader's own dependency
+
+    from coursekit.plan_report import plan_table, save_memory_chart
+
+    doc, memory, time = report["document"], report["memory"], report["time"]
+    title = f"{name}: {MODELS[model].name} on {cluster.world} x H100, {PROBLEMS[name][2]} x {seq_len} tokens"
+    console = Console(file=io.StringIO(), width=100, record=True)
+    console.print(plan_table(doc["plan"] | {"reasons": {}}, memory, time, title=title))
+    console.print(report["note"] or "memory and time: your exercise 21 estimate.py")
+    console.print("answers: " + ", ".join(f"{k} {v}" for k, v in doc["answers"].items()))
+    console.print("justification: " + str(doc["justification"]))
+    path.write_text(console.export_text())
+    if memory:
+        chart = artifact(f"plan_24_{name}.png", f"a memory chart of your {name} plan")
+        save_memory_chart(memory, chart, title=f"{MODELS[model].name}, {cluster.world} GPUs")

@@ -34,7 +34,7 @@ class PoolExhausted(Exception):
 
 
 class UnknownSequence(KeyError):
-    """A sequence that was never added, or was evicted or freed."""
+    """A sequence that was never added, or was evicted or freed: raise UnknownSequence(seq)."""
 
 
 class BlockManager:

@@ -90,7 +90,10 @@ class MemoryPool:
         ### END SOLUTION
 
     def release(self, handle: Handle) -> None:
-        """Free the region, scrub its bytes, drop every grant on it. InvalidHandle if it is not live here."""
+        """Free the region, scrub its bytes and drop every grant on it.
+
+        Raises InvalidHandle, as check(handle, self.rank, 0, 0, write=True) would, if it is not live here.
+        """
         ### BEGIN SOLUTION 15.access
         self.check(handle, self.rank, 0, 0, write=True)  # the owner may do anything: only InvalidHandle
         offset, _ = self.regions.pop(handle.id)
@@ -100,7 +103,10 @@ class MemoryPool:
         ### END SOLUTION
 
     def grant(self, handle: Handle, peer: int, perms: int) -> None:
-        """Set (not add to) `peer`'s permissions on a live region of this rank; NONE revokes."""
+        """Set (not add to) `peer`'s permissions on a live region of this rank; NONE revokes.
+
+        Raises InvalidHandle, as check(handle, self.rank, 0, 0, write=True) would, if it is not live here.
+        """
         ### BEGIN SOLUTION 15.access
         self.check(handle, self.rank, 0, 0, write=True)  # only a live region of ours can be shared
         self.grants[(handle.id, peer)] = perms

@@ -7,8 +7,8 @@ caches that lose, misplace or over-ship tokens.
   and coalesced free list) and against the reference, step by step.
 - access: bounds checked against the rounded block or the handle's claimed size, an off-by-one at the end,
   negative offsets, a READ grant that allows writes (any-bit instead of all-bits), grants that survive a
-  release or a revoke, ids reused after release, freed bytes readable by the next tenant, checks in the
-  wrong order. Exact error classes and messages.
+  revoke or pass to the next region at the same offset, ids reused after release, freed bytes readable by
+  the next tenant, checks in the wrong order. Exact error classes and messages.
 - one_sided: fences that lose, misorder or misattribute results, errors raised instead of returned, a
   target that checks with the wrong requester, data shipped twice or bytes for refused gets; at 2 and 4
   ranks, with empty and one-sided epochs. Expected results come from reference pools run here in the judge.
@@ -460,14 +460,14 @@ LRU_SCRIPT: list[tuple[list[Any], Any, list[int]]] = [
     (["touch", 1], None, []),
     (["append", 2, 1], [[0, 0, 0]], [0]),  # full: seq 0 (used at 7) is older than seq 1 (touched at 8)
     (["append", 1, 3], [[1, 1, 0], [1, 1, 1], [0, 0, 0]], [0, 2]),  # 2 pages: home's free one, then evict 2
-    (["append", 0, 1], err("UnknownSequence", "0"), [0, 2]),
+    (["append", 0, 1], "UnknownSequence", [0, 2]),  # evicted
     (["add", 3, 1], None, [0, 2]),
     (["append", 3, 3], [[0, 1, 0], [0, 1, 1], [1, 0, 0]], [0, 2, 1]),
     (["append", 3, 6], err("PoolExhausted", f"sequence 3 needs 3 more pages {CAN_FREE} 2"), [0, 2, 1]),
     (["free", 3], None, [0, 2, 1]),
-    (["touch", 3], err("UnknownSequence", "3"), [0, 2, 1]),
+    (["touch", 3], "UnknownSequence", [0, 2, 1]),  # freed
     (["add", 3, 0], None, [0, 2, 1]),
-    (["add", 3, 0], "ValueError", [0, 2, 1]),
+    (["add", 3, 0], "ValueError", [0, 2, 1]),  # exists
 ]  # fmt: skip
 
 
@@ -475,9 +475,9 @@ LRU_SCRIPT: list[tuple[list[Any], Any, list[int]]] = [
 def test_lru_eviction_script(world: World) -> None:
     got = run_manager(world, 2, 2, 2, [s for s, _, _ in LRU_SCRIPT])
     for i, ((step, result, evicted), g) in enumerate(zip(LRU_SCRIPT, got, strict=True)):
-        if result == "ValueError":
-            assert isinstance(g["result"], dict) and g["result"]["error"] == "ValueError", (
-                f"step {i} {step}: {g}"
+        if isinstance(result, str):  # only the class is specified: any message will do
+            assert isinstance(g["result"], dict) and g["result"]["error"] == result, (
+                f"step {i} {step}: expected {result}, got {g['result']!r}"
             )
         else:
             same(g["result"], result, f"step {i} {step}")
@@ -527,16 +527,19 @@ def test_random_scripts_against_reference(world: World, reference: Any, seed: in
     m = bm.BlockManager(ws, pages, block)
     for i, (step, g) in enumerate(zip(steps, got, strict=True)):
         op, *a = step
+        calls = {"add": m.add_sequence, "append": m.append_slots, "touch": m.touch, "free": m.free_sequence}
         try:
-            fn = {"add": m.add_sequence, "append": m.append_slots, "touch": m.touch, "free": m.free_sequence}[
-                op
-            ]
-            out = fn(*a)
-            expected = [list(x) for x in out] if op == "append" else None
-        except (ValueError, KeyError, bm.PoolExhausted) as exc:
-            msg_ = str(exc.args[0]) if isinstance(exc, KeyError) else str(exc)
-            expected = err(type(exc).__name__, msg_)
-        same(g["result"], expected, f"step {i} {step}")
+            out = calls[op](*a)
+            expected: Any = [list(x) for x in out] if op == "append" else None
+        except bm.PoolExhausted as exc:
+            expected = err("PoolExhausted", str(exc))
+        except (ValueError, KeyError) as exc:  # only the class is specified for these
+            expected = type(exc).__name__
+        if isinstance(expected, str):
+            got_class = g["result"].get("error") if isinstance(g["result"], dict) else g["result"]
+            assert got_class == expected, f"step {i} {step}: expected {expected}, got {g['result']!r}"
+        else:
+            same(g["result"], expected, f"step {i} {step}")
         tables = g["state"]["tables"]
         held = [tuple(pg) for t in tables.values() for pg in t]
         assert len(held) == len(set(held)), f"after step {i} {step}: a page is in two tables: {tables}"

@@ -2,7 +2,7 @@
 
 With NVSHMEM (nvshmem_getmem / nvshmem_putmem) or an RDMA NIC, the origin moves bytes and the target's CPU
 does nothing. gloo has only two-sided send/recv, so the target must take part. We do what MPI's
-active-target mode does (MPI_Win_fence, Open MPI man page): get/put only queue an operation; the collective
+active-target mode does (MPI_Win_fence(3), docs.open-mpi.org): get/put only queue an operation; the collective
 fence() carries every queued operation to its owner, which checks and serves it, and returns the results.
 
 One fence, on rank r of p, with ops queued for owners t (any rank, r included):
@@ -84,7 +84,8 @@ class Window:
         """
         ### BEGIN SOLUTION 15.one_sided
         g = self.group
-        # --- requests: mine -> to, frm's -> me
+        # --- requests: mine -> to, frm's -> me. The count goes even when it is 0: nothing else tells `to`
+        # whether to expect descriptors, and both sides must agree on every message that follows.
         count = torch.tensor([len(mine)], dtype=torch.int64, device=dev)
         their_count = torch.empty(1, dtype=torch.int64, device=dev)
         _exchange(count, to, their_count, frm, g)
@@ -109,7 +110,7 @@ class Window:
             if isinstance(result, torch.Tensor):
                 served.append(result)
 
-        # --- replies: mine -> frm, to's -> me
+        # --- replies go back the other way: my answers to frm, and to's answers to my requests
         my_status = torch.empty(len(mine), dtype=torch.int64, device=dev)
         _exchange(torch.tensor(status, dtype=torch.int64, device=dev), frm, my_status, to, g)
         my_status = my_status.tolist()

@@ -85,7 +85,7 @@ def step_time(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> d
         reduce-scatters the grads (3 all-gathers' worth), hidden behind that micro-batch's compute.
     tp: per layer and micro-batch 4 all-reduces of the bf16 (seq, mbs, dim) activation over the tp
         consecutive ranks, 6 with full recomputation; nothing hides them.
-    pp: 2 (m + pp - 2) sends of that activation between stages tp x dp ranks apart (p2p_level).
+    pp: 2 (m + pp - 2) sends of that activation / tp (SP's slice) between stages tp x dp ranks apart.
     ep: per MoE layer of the stage (ceil(moe_layers / pp)) and micro-batch 4 all-to-alls (6 with full
         recomputation) of seq x mbs / tp tokens x top_k x dim bf16 over the ep ranks tp apart."""
     ### BEGIN SOLUTION 21.step_time
@@ -115,8 +115,9 @@ def step_time(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> d
     message = seq_len * plan["micro_batch_size"] * model.dim * BF16
     tp_s = (6 if full else 4) * allreduce_s(message, cluster.levels(tp, 1)) * layers * m
 
-    # PP: (m + p - 2) hops each way on the critical path (jax-ml/scaling-book gpus.md)
-    pp_s = 2 * (m + pp - 2) * p2p_s(message, cluster.p2p_level(tp * dp)) if pp > 1 else 0.0
+    # PP: (m + p - 2) hops each way on the critical path (jax-ml/scaling-book gpus.md). With SP each TP rank
+    # holds and sends only its s/tp slice of the activation (Megatron-LM's p2p shape under SP)
+    pp_s = 2 * (m + pp - 2) * p2p_s(message / tp, cluster.p2p_level(tp * dp)) if pp > 1 else 0.0
 
     # EP: dispatch + combine, forward and backward
     ep_s = 0.0

@@ -95,9 +95,10 @@ def step_comm(
 ) -> dict:  # fmt: skip
     """Every strategy's communication in one step on the busiest GPU, {"dp", "tp", "pp", "ep"} each
     {"total_s", "exposed_s"} (only those two keys), plus "compute_s" and "exposed_s" (the four exposed
-    times summed). TP: sequence parallelism on whenever tp > 1. EP: seq_len x micro_batch_size / tp tokens
-    per GPU and micro-batch (SP splits the sequence), ceil(moe_layers / pp) MoE layers, bf16 both ways; a
-    dense model or ep = 1 has no EP traffic. ValueError unless tp x pp x dp = cluster.world and ep | dp."""
+    times summed). Sequence parallelism is on whenever tp > 1, so each TP rank holds seq_len / tp of the
+    sequence: a pipeline hop carries that slice, and EP dispatches seq_len x micro_batch_size / tp tokens
+    per GPU and micro-batch through ceil(moe_layers / pp) MoE layers, bf16 both ways (a dense model or
+    ep = 1 has no EP traffic). ValueError unless tp x pp x dp = cluster.world and ep divides dp."""
     ### BEGIN SOLUTION 23.step
     tp, pp, dp, ep = plan["tp"], plan["pp"], plan["dp"], plan["ep"]
     if tp * pp * dp != cluster.world or dp % ep:
@@ -108,7 +109,7 @@ def step_comm(
     layers = math.ceil(model.n_layers / pp)
     out = {"dp": dp_step(model, cluster, plan, s, bucket_bytes, latency)}
     out["tp"] = tp_step(s, b, h, layers, m, cluster, tp, tp > 1, rc, latency)
-    out["pp"] = pp_step(s, b, h, pp, m, cluster, tp * dp, latency)
+    out["pp"] = pp_step(s // tp, b, h, pp, m, cluster, tp * dp, latency)  # SP: each TP rank sends s/tp
     if model.is_moe and ep > 1:
         moe = math.ceil(model.moe_layers / pp)
         out["ep"] = ep_step(s * b // tp, h, model.top_k, moe, m, cluster, ep, tp, rc, latency=latency)

@@ -1,7 +1,7 @@
 """Communication per training step, strategy by strategy, and what is left exposed after overlap.
 
 DP: one all-reduce of the gradients per step, in buckets launched as backward produces them, so all but the
-    tail hides behind backward (PyTorch DDP, Li et al. 2020, arXiv 2006.15704 §3.2.3).
+    tail hides behind backward (PyTorch DDP, Li et al. 2020, arXiv 2006.15704, §3.2).
 TP: 4 all-reduces of the (s, b, h) activations per layer and micro-batch, 2 forward + 2 backward (Megatron-LM
     mappings.py), on the critical path: nothing hides them.
 PP: one activation forward and one gradient backward per micro-batch and stage boundary; the step waits for
