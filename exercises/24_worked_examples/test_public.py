@@ -30,6 +30,15 @@ QUESTIONS = {
     "deepseek_v3": {"memory_gb", "step_s", "mfu", "expert_replicas", "dispatch_mb", "ep_s"},
 }
 PLAN_KEYS = {"tp", "pp", "dp", "ep", "zero_stage", "recompute", "micro_batch_size", "num_microbatches"}
+MEMORY_KEYS = (
+    "params",
+    "grads",
+    "optimizer",
+    "activations",
+    "total",
+    "limit",
+)  # exercise 21's memory_per_gpu
+TIME_KEYS = ("compute_s", "bubble_s", "dp_s", "tp_s", "pp_s", "ep_s", "total_s")  # and its step_time
 LIMIT_GB = 0.9 * 80  # coursekit.budget.USABLE_MEMORY_FRACTION of an H100's 80 GB
 
 
@@ -116,14 +125,21 @@ def test_plan_report(world: World, name: str, artifact) -> None:  # type: ignore
 
     from coursekit.plan_report import plan_table, save_memory_chart
 
-    doc, memory, time = report["document"], report["memory"], report["time"]
+    doc, memory, time, note = report["document"], report["memory"], report["time"], report["note"]
+    if not (_numbers(memory, MEMORY_KEYS) and _numbers(time, TIME_KEYS)):
+        memory = time = None
+        note = note or "your exercise 21 estimate.py gave no usable breakdown: see its docstrings"
     title = f"{name}: {MODELS[model].name} on {cluster.world} x H100, {PROBLEMS[name][2]} x {seq_len} tokens"
     console = Console(file=io.StringIO(), width=100, record=True)
     console.print(plan_table(doc["plan"] | {"reasons": {}}, memory, time, title=title))
-    console.print(report["note"] or "memory and time: your exercise 21 estimate.py")
+    console.print(note or "memory and time: your exercise 21 estimate.py")
     console.print("answers: " + ", ".join(f"{k} {v}" for k, v in doc["answers"].items()))
     console.print("justification: " + str(doc["justification"]))
     path.write_text(console.export_text())
     if memory:
         chart = artifact(f"plan_24_{name}.png", f"a memory chart of your {name} plan")
         save_memory_chart(memory, chart, title=f"{MODELS[model].name}, {cluster.world} GPUs")
+
+
+def _numbers(values: Any, keys: tuple[str, ...]) -> bool:
+    return isinstance(values, dict) and all(type(values.get(k)) in (int, float) for k in keys)

@@ -7,6 +7,7 @@ models.
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
@@ -113,3 +114,24 @@ def test_compare_two_rows(world: World) -> None:
     assert type(box) in (int, float) and type(h100) in (int, float) and h100 > box, (
         f"H100 should be faster: {rows}"
     )
+
+
+@pytest.mark.part("25.compare")
+def test_compare_table(world: World, artifact) -> None:  # type: ignore[no-untyped-def]
+    """Saves your Llama-3 8B comparison (8 x 4090 against 8 x H100) as a table; `grade` says where."""
+    rows = call(world, "walls", "compare", LLAMA3_8B, 4096, 1024)
+    assert isinstance(rows, list) and len(rows) == 2, f"one row per machine, got {rows!r}"
+    path = artifact("compare_4090_h100.txt", "your 8 x 4090 against 8 x H100 table")
+    if path is None:  # this run keeps no files (a container)
+        return
+    from rich.console import Console  # the grader's own dependency
+    from rich.table import Table
+
+    keys = ("machine", "zero_stage", "recompute", "memory_gb", "step_s", "exposed_s", "tokens_per_s", "bound")
+    table = Table(*keys, title="Llama-3 8B, 1024 x 4096 tokens per step", title_justify="left")
+    for row in rows:
+        cells = [row.get(k) for k in keys] if isinstance(row, dict) else ["(nothing fits)"] + [""] * 7
+        table.add_row(*(f"{c:,.2f}" if isinstance(c, float) else str(c) for c in cells))
+    console = Console(file=io.StringIO(), width=120, record=True)
+    console.print(table)
+    path.write_text(console.export_text())

@@ -60,8 +60,8 @@ plan: {tp: 8, pp: 2, dp: 2, ep: 1, zero_stage: 1, recompute: selective, micro_ba
        num_microbatches: 256}
 answers:
   memory_gb: 66.91        # 40 layers / 8 TP ranks: 44.1 GB states (ZeRO-1 over 2) + 22.8 GB activations
-  step_s: 163.5           # 140.2 compute + 0.55 bubble + 21.4 TP + 1.37 PP
-  mfu: 0.343
+  step_s: 162.3           # 140.2 compute + 0.55 bubble + 21.4 TP + 0.17 PP
+  mfu: 0.346
   tp_message_mb: 134.2    # 8192 x 1 x 8192 x 2 bytes
   tp_s: 21.38             # 4 all-reduces x 40 layers x 256 micro-batches x 0.522 ms
   bubble_fraction: 0.003906  # (2 - 1) / 256
@@ -82,8 +82,8 @@ plan: {tp: 4, pp: 16, dp: 4, ep: 2, zero_stage: 2, recompute: selective, micro_b
        num_microbatches: 256}
 answers:
   memory_gb: 65.75        # 4 of 61 layers, split 4 ways, experts 8 ways: 50 GB states + 16 GB activations
-  step_s: 12.04           # 9.33 compute (37.6B active) + bubble 0.55 + dp 0.20 + tp 0.80 + pp 0.63 + ep 0.53
-  mfu: 0.310
+  step_s: 11.56           # 9.33 compute (37.6B active) + bubble 0.55 + dp 0.20 + tp 0.80 + pp 0.16 + ep 0.53
+  mfu: 0.323
   expert_replicas: 2      # dp 4 / ep 2
   dispatch_mb: 117.4      # 4096 / 4 tokens x top-8 x 7168 x 2 bytes
   ep_s: 0.5345
@@ -91,6 +91,6 @@ justification: >-
   671B parameters need 10.7 TB of states, so even ZeRO-1 over all 256 GPUs cannot hold them; PP 16 gives
   each stage 4 layers and TP 4 stays inside a node. EP 2 splits the routed experts, which are 97% of the
   weights, and ZeRO-2 shards grads and optimizer state over the remaining replicas. Compute counts only the
-  37.6B active parameters, and the plan keeps 31% MFU.
+  37.6B active parameters, and the plan keeps 32% MFU.
 """
     ### END SOLUTION

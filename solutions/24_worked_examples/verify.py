@@ -112,7 +112,8 @@ def step_time(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> d
         )
     message = seq_len * plan["micro_batch_size"] * model.dim * BF16
     tp_s = (6 if full else 4) * allreduce_s(message, cluster.levels(tp, 1)) * layers * m
-    pp_s = 2 * (m + pp - 2) * p2p_s(message, cluster.p2p_level(tp * dp)) if pp > 1 else 0.0
+    # PP: (m + pp - 2) hops each way; under SP each TP rank sends only its s/tp slice of the activation
+    pp_s = 2 * (m + pp - 2) * p2p_s(message / tp, cluster.p2p_level(tp * dp)) if pp > 1 else 0.0
     ep_s = 0.0
     if model.is_moe and ep > 1:
         moe = math.ceil(model.moe_layers / pp)
