@@ -91,6 +91,22 @@ def test_flags_are_frozen() -> None:
         ],
         "check": ["--backend", "--device", "--help", "-h"],
         "stubs": ["--help", "-h"],
+        "batch": [
+            "--backend",
+            "--device",
+            "--exercise",
+            "--gradebook",
+            "--help",
+            "--late",
+            "--out",
+            "--regrade",
+            "--workers",
+            "-h",
+        ],
+        "export": ["--csv", "--gradebook", "--help", "-h"],
+        "release": ["--help", "-h"],
+        "gradescope": ["--help", "-h"],
+        "prairielearn": ["--help", "-h"],
         "image": ["--help", "-h"],
     }
 
