@@ -68,3 +68,17 @@ def test_no_container_is_left_and_leftovers_are_swept(
     grade(DockerRunner(), toy_course, "wrong")  # a new runner sweeps what a dead grader (pid 999999) left
     assert client.containers.list(all=True, filters={"label": LABEL}) == []
     assert orphan.id not in [c.id for c in client.containers.list(all=True)]
+
+
+def test_a_course_exercise_scores_the_same_in_docker(
+    docker_runner: DockerRunner, runner: LocalRunner, course: Course
+) -> None:
+    exercise = course.find("04")
+    job = GradeJob(
+        course=course, exercise=exercise, source=course.solution_dir(exercise), label="ref", device="cpu"
+    )
+    in_docker, local = docker_runner.run(job), runner.run(job)
+    assert in_docker.full_marks and local.full_marks
+    assert [(t.name, t.status, t.score) for t in in_docker.tests] == [
+        (t.name, t.status, t.score) for t in local.tests
+    ]
