@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,8 @@ def test_no_container_is_left_and_leftovers_are_swept(
         "distgpu-cpu:0.1.0", ["sleep", "300"], detach=True, labels={LABEL: "999999"}
     )
     grade(DockerRunner(), toy_course, "wrong")  # a new runner sweeps what a dead grader (pid 999999) left
-    assert client.containers.list(all=True, filters={"label": LABEL}) == []
+    ours = client.containers.list(all=True, filters={"label": f"{LABEL}={os.getpid()}"})
+    assert ours == [], "the runner removes its own containers"
     assert orphan.id not in [c.id for c in client.containers.list(all=True)]
 
 
