@@ -121,9 +121,12 @@ def grade_in_process(plan: BatchPlan, source: Path | None, label: str, gpus: str
         command += ["--gpus", gpus] if gpus else []
         deadline = plan.exercise.timeout + PROCESS_MARGIN_S
         try:
-            subprocess.run(
-                command, timeout=deadline, preexec_fn=_die_with_parent, capture_output=True, check=False
-            )
+            for _attempt in range(2):  # a process that died without a result (infrastructure) gets one retry
+                done = subprocess.run(
+                    command, timeout=deadline, preexec_fn=_die_with_parent, capture_output=True, check=False
+                )
+                if out.exists():
+                    break
         except subprocess.TimeoutExpired:
             return ExerciseResult.for_every_part(
                 exercise=plan.exercise,
@@ -132,10 +135,10 @@ def grade_in_process(plan: BatchPlan, source: Path | None, label: str, gpus: str
                 device=plan.device,
                 reason=f"grading did not finish within {deadline:g} s",
             )
-        return _read_result(out, plan, label)
+        return _read_result(out, plan, label, done.stderr.decode(errors="replace"))
 
 
-def _read_result(out: Path, plan: BatchPlan, label: str) -> ExerciseResult:
+def _read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> ExerciseResult:
     try:
         payload = json.loads(out.read_text())
     except (OSError, ValueError):
@@ -144,7 +147,8 @@ def _read_result(out: Path, plan: BatchPlan, label: str) -> ExerciseResult:
             status=Status.ERROR,
             graded=label,
             device=plan.device,
-            reason="the grading process ended without a result",
+            reason="the grading process ended without a result: "
+            + (stderr.strip().splitlines() or ["?"])[-1],
         )
     if "suite_error" in payload:
         raise SuiteError(payload["suite_error"])

@@ -164,7 +164,10 @@ def batch_grade(
 
     def finished(submission: Submission, result: ExerciseResult) -> None:
         submitted = submission.submitted.isoformat() if late and submission.submitted else None
-        store.put(Record(submission.student, keys[submission.student], result, submitted))
+        if (
+            result.verdict is not Status.ERROR
+        ):  # a grader or course failure is no grade: the next run retries it
+            store.put(Record(submission.student, keys[submission.student], result, submitted))
         on_result(submission.student, result)
 
     grade_all(plan, todo, finished)

@@ -105,11 +105,16 @@ class DockerRunner:
 
 def sweep_leftovers(client: Any) -> list[str]:
     """Remove containers a grader process that no longer exists left behind; return their ids."""
+    import docker
+
     removed = []
     for container in client.containers.list(all=True, filters={"label": LABEL}):
         owner = int(container.labels.get(LABEL, "0") or 0)
         if owner != os.getpid() and not _alive(owner):
-            container.remove(force=True)
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:  # NotFound, or 409: another grader's sweep got there first
+                continue
             removed.append(container.id)
     return removed
 
