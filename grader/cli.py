@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grader import grading, report
-from grader.course import Course, CourseConfigError, load_course
+from grader.course import Course, CourseConfigError, Exercise, load_course
 from grader.results import ExerciseResult
 from grader.runners import SuiteError, make_runner
 from grader.stubs import StubError, write_stubs
@@ -21,6 +21,11 @@ examples:
   grade list                                   where you stand in the course
   grade exercise 01                            grade your work in exercises/01_comm_primitives
   grade exercise ring_tree                     the same, by slug (02, 2 and ring_tree are one exercise)
+  grade exercise 02 -k ring_allreduce          grade one part only
+  grade exercise 02 --watch                    regrade every time you save (Ctrl-C stops)
+  grade hint 02                                the next hint for exercise 02 (they are counted)
+  grade checkpoint 1                           grade all of section 1; pass it at the threshold
+  grade progress                               your best and last scores, hints and checkpoints
   grade exercise 02 --submission alice.zip     grade a student's submission (a folder or a zip)
   grade exercise 02 --json results.json        also write Gradescope's results.json
   grade exercise 02 --solution                 grade the reference: validates the course, not a student
@@ -28,6 +33,7 @@ examples:
   grade stubs                                  regenerate exercises/*/ stubs from solutions/
   grade batch subs/ --exercise 10 --backend docker   grade every student in subs/ (reruns resume)
   grade batch subs/ --exercise 10 --regrade alice     grade alice again (e.g. after fixing a test)
+  grade batch subs/ --exercise 07 --backend slurm --dry-run   the sbatch scripts a cluster batch would submit
   grade export --csv grades.csv                 the gradebook as `nbgrader export` writes it
   grade release ../distgpu-student             the student bundle (no solutions/, no hidden tests; scanned)
   grade gradescope 02 ex02-autograder.zip      a Gradescope autograder for one exercise (CPU only there)
@@ -75,8 +81,23 @@ def _parser() -> argparse.ArgumentParser:
     exercise.add_argument("--solution", action="store_true", help="grade the reference (instructors)")
     exercise.add_argument("--json", type=Path, help="write Gradescope results.json here")
     exercise.add_argument("--junit", type=Path, help="write JUnit XML here")
+    exercise.add_argument("-k", dest="part", metavar="PART", help="grade one part only (ring_allreduce)")
+    exercise.add_argument("--watch", action="store_true", help="regrade after every save (Ctrl-C stops)")
     _add_run_options(exercise)
     exercise.set_defaults(handler=cmd_exercise)
+
+    progress = commands.add_parser("progress", help="where you stand: scores, hints, checkpoints")
+    progress.add_argument("--json", action="store_true", help="print the same data as JSON")
+    progress.set_defaults(handler=cmd_progress)
+
+    checkpoint = commands.add_parser("checkpoint", help="grade a whole section against its checkpoint")
+    checkpoint.add_argument("section", help="section number (1-5)")
+    _add_run_options(checkpoint)
+    checkpoint.set_defaults(handler=cmd_checkpoint)
+
+    hint = commands.add_parser("hint", help="reveal the next hint for an exercise")
+    hint.add_argument("id", help="number or slug")
+    hint.set_defaults(handler=cmd_hint)
 
     check = commands.add_parser("check", help="validate the course: references 100 %%, stubs 0 %%, in sync")
     check.add_argument("ids", nargs="*", help="exercises to check (default: all with parts)")
@@ -103,7 +124,20 @@ def _parser() -> argparse.ArgumentParser:
         help="record submission times (timestamp.txt, else file time) against the deadline",
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
-    _add_run_options(batch)
+    _add_run_options(batch, backends=("local", "docker", "slurm"))
+    batch.add_argument("--partition", help="slurm: the partition (default: course.yml slurm.partition)")
+    batch.add_argument("--account", help="slurm: the account to charge (default: course.yml slurm.account)")
+    batch.add_argument("--qos", help="slurm: the QoS (default: course.yml slurm.qos)")
+    batch.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="slurm: an extra sbatch option, e.g. --sbatch-arg=--constraint=a100 (repeatable)",
+    )
+    batch.add_argument(
+        "--dry-run", action="store_true", help="slurm: print the sbatch scripts and commands; submit nothing"
+    )
     batch.set_defaults(handler=cmd_batch)
 
     export = commands.add_parser("export", help="export the gradebook as nbgrader's CSV")
@@ -136,7 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
+def _add_run_options(
+    parser: argparse.ArgumentParser, backends: tuple[str, ...] = ("local", "docker")
+) -> None:
     parser.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
@@ -145,9 +181,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend",
-        choices=("local", "docker"),
+        choices=backends,
         default="local",
-        help="local: this machine; docker: one container per run (build it: grade image build)",
+        help="local: this machine; docker: one container per run (build it: grade image build)"
+        + ("; slurm: a job array on the cluster (docs/slurm.md)" if "slurm" in backends else ""),
     )
 
 
@@ -188,20 +225,135 @@ def _status(course: Course, exercise) -> str:  # type: ignore[no-untyped-def]
 def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> int:
     if args.solution and args.submission:
         raise ValueError("--solution and --submission exclude each other")
-    result = grading.grade_exercise(
-        course=course,
-        exercise=course.find(args.id),
-        runner=make_runner(args.backend),
-        submission=args.submission,
-        solution=args.solution,
-        device=args.device,
-    )
+    if args.part and args.backend != "local":
+        raise ValueError("-k works with --backend local only")
+    if args.watch and (args.solution or args.submission):
+        raise ValueError("--watch watches your own exercise folder: not with --solution or --submission")
+    exercise = course.find(args.id)
+    code = _grade_and_report(args, course, exercise, console)
+    if args.watch:
+        from grader.watch import watch
+
+        paths = [course.exercise_dir(exercise) / name for name in exercise.files]
+        console.print(f"watching {', '.join(exercise.files)}: save to regrade, Ctrl-C to stop")
+
+        def regrade(changed: list[Path]) -> None:
+            nonlocal code
+            console.rule(f"changed: {', '.join(p.name for p in changed)}")
+            code = _grade_and_report(args, course, exercise, console)
+            console.print("watching: save to regrade, Ctrl-C to stop")
+
+        watch(paths, regrade)
+    return code
+
+
+def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exercise, console: Console) -> int:
+    with ProgressBar(console, f"grading {exercise.key}") as bar:
+        result = grading.grade_exercise(
+            course=course,
+            exercise=exercise,
+            runner=make_runner(args.backend),
+            submission=args.submission,
+            solution=args.solution,
+            device=args.device,
+            part=args.part,
+            on_progress=bar.update,
+        )
     report.to_terminal(result, console)
     if args.json:
         args.json.write_text(json.dumps(report.to_gradescope(result), indent=2))
     if args.junit:
         args.junit.write_text(report.to_junit(result))
     return 0 if result.full_marks else 1
+
+
+class ProgressBar:
+    """A transient bar of tests done, on a terminal only: logs and pipes get the report alone."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.enabled = console.is_terminal
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task(label, total=None)
+
+    def __enter__(self) -> ProgressBar:
+        if self.enabled:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+    def describe(self, label: str) -> None:
+        self.progress.update(self.task, description=label, completed=0, total=None)
+
+    def update(self, done: int, total: int) -> None:
+        self.progress.update(self.task, completed=done, total=total)
+
+
+def cmd_progress(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.progress import ProgressStore, course_progress, progress_json
+
+    store = ProgressStore()
+    sections = course_progress(course, store)
+    if args.json:
+        print(json.dumps(progress_json(sections), indent=1))
+        return 0
+    report.progress_tables(sections, console)
+    console.print(f"[dim]progress is kept in {store.path}[/]")
+    return 0
+
+
+def cmd_checkpoint(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.checkpoint import run_checkpoint
+
+    section = course.section(args.section)
+    with ProgressBar(console, "grading") as bar:
+        outcome = run_checkpoint(
+            course=course,
+            section=section,
+            runner=make_runner(args.backend),
+            device=args.device,
+            on_exercise=lambda e: bar.describe(f"grading {e.key} {e.slug}"),
+            on_progress=bar.update,
+        )
+    report.checkpoint_summary(outcome, console)
+    return 0 if outcome.passed else 1
+
+
+def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.hints import hints_for
+    from grader.progress import ProgressError, ProgressStore
+
+    exercise = course.find(args.id)
+    hints = hints_for(course, exercise)
+    if not hints:
+        console.print(f"exercise {exercise.key} has no hints yet; its README.md explains the background")
+        return 0
+    store = ProgressStore()
+    try:
+        shown = min(store.hints_revealed(course.title, exercise.key) + 1, len(hints))
+        store.set_hints_revealed(course.title, exercise.key, shown)
+    except ProgressError as exc:
+        raise ValueError(f"cannot count your hints, so none is shown: {exc}") from None
+    for hint in hints[: shown - 1]:
+        console.print(f"[dim]hint {hint.number}: {hint.title} (seen)[/]")
+    hint = hints[shown - 1]
+    console.print(f"[bold]Hint {hint.number} of {len(hints)}: {hint.title}[/]")
+    console.print(hint.text, markup=False)
+    more = len(hints) - shown
+    left = f"{more} more: run `grade hint {exercise.key}` again" if more else "that was the last hint"
+    console.print(f"[dim]{left}[/]")
+    return 0
 
 
 def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int:
@@ -233,6 +385,12 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
     from grader.gradebook import default_url
 
     exercise = course.find(args.exercise)
+    out = args.out or Path("grades") / exercise.dirname
+    if args.backend == "slurm":
+        return _batch_on_slurm(args, course, exercise, out, console)
+    given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
+    if given:
+        raise ValueError(f"--{given[0].replace('_', '-')} needs --backend slurm")
     gpus = _gpu_count() if args.device != "cpu" else 0
     device = ("cuda" if gpus else "cpu") if args.device == "auto" else args.device
     plan = make_plan(
@@ -243,19 +401,66 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
         outcome = grading.batch_grade(
             plan=plan,
             submissions=args.submissions,
-            out=args.out or Path("grades") / exercise.dirname,
+            out=out,
             regrade=args.regrade,
             gradebook_url=args.gradebook or default_url(course),
             late=args.late,
             on_start=progress.start,
             on_result=progress.advance,
         )
+    _batch_report(outcome, console)
+    return 0
+
+
+def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Path, console: Console) -> int:  # type: ignore[no-untyped-def]
+    """The same batch, its gradings run as Slurm jobs (grader/slurm.py), or printed with --dry-run."""
+    from grader import slurm
+    from grader.batch import BatchPlan, discover
+    from grader.gradebook import default_url
+    from grader.records import RecordStore
+
+    settings = slurm.merged_settings(
+        course.slurm, partition=args.partition, account=args.account, qos=args.qos
+    )
+    gpu_parts = any(p.device == "gpu" for p in exercise.parts)  # the submit host's GPUs say nothing here
+    device = ("cuda" if gpu_parts else "cpu") if args.device == "auto" else args.device
+    plan = BatchPlan(course=course, exercise=exercise, backend=settings.runner, device=device, workers=1)
+    pool = slurm.SlurmPool(settings, out, flags=args.sbatch_arg, throttle=args.workers)
+    if args.dry_run:
+        store = RecordStore(out / "records", sweep=False)
+        todo = grading.batch_todo(
+            plan, discover(args.submissions), store, regrade=args.regrade, late=args.late
+        )
+        console.print(slurm.dry_run(plan, pool, todo), markup=False, highlight=False, soft_wrap=True)
+        return 0
+    progress = BatchProgressView(console)
+    pool.on_queue = progress.note
+    try:
+        with progress:
+            outcome = grading.batch_grade(
+                plan=plan,
+                submissions=args.submissions,
+                out=out,
+                regrade=args.regrade,
+                gradebook_url=args.gradebook or default_url(course),
+                late=args.late,
+                on_start=progress.start,
+                on_result=progress.advance,
+                pool=pool,
+            )
+    except slurm.SlurmStopped as exc:
+        console.print(f"[bold yellow]stopped:[/] {exc}", markup=True, highlight=False)
+        return 1
+    _batch_report(outcome, console)
+    return 0
+
+
+def _batch_report(outcome: grading.BatchOutcome, console: Console) -> None:
     report.batch_summary(outcome.records, console)
     console.print(
         f"graded {len(outcome.graded)} of {len(outcome.records)} (the rest were current); "
         f"reports in {outcome.out}"
     )
-    return 0
 
 
 def _gpu_count() -> int:
@@ -276,10 +481,11 @@ class BatchProgressView:
             MofNCompleteColumn(),
             TimeRemainingColumn(),
             TextColumn("{task.fields[counts]}"),
+            TextColumn("[dim]{task.fields[queue]}"),
             console=console,
         )
         self.counts: dict[str, int] = {}
-        self.task = self.progress.add_task("grading", total=None, counts="")
+        self.task = self.progress.add_task("grading", total=None, counts="", queue="")
 
     def __enter__(self) -> BatchProgressView:
         self.progress.__enter__()
@@ -290,6 +496,10 @@ class BatchProgressView:
 
     def start(self, total: int) -> None:
         self.progress.update(self.task, total=total)
+
+    def note(self, queue: str) -> None:
+        """What the cluster's queue holds for this batch (``--backend slurm``)."""
+        self.progress.update(self.task, queue=queue)
 
     def advance(self, student: str, result: ExerciseResult) -> None:
         self.counts[str(result.verdict)] = self.counts.get(str(result.verdict), 0) + 1

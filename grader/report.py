@@ -6,13 +6,17 @@ import json
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from grader.results import ExerciseResult, Status, TestResult
+
+if TYPE_CHECKING:
+    from grader.checkpoint import CheckpointOutcome
+    from grader.progress import ExerciseProgress, SectionProgress
 
 STYLES = {
     Status.PASSED: "green",
@@ -200,3 +204,83 @@ def batch_summary(records: list[Any], console: Console) -> None:
             Text(verdict, style=STYLES[Status(verdict)]), str(count), f"{sum(scores) / len(scores):.2f}"
         )
     console.print(table)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# self-study: progress and checkpoints
+
+
+def progress_tables(sections: list[SectionProgress], console: Console) -> None:
+    """One table per section (its checkpoint in the title), then a line of totals. Every status is a word,
+    so the tables read the same without colour."""
+    for section in sections:
+        table = Table(title=_section_title(section), title_justify="left")
+        for column in ("#", "exercise", "best", "last attempt", "done", "hints"):
+            table.add_column(column)
+        for e in section.exercises:
+            table.add_row(e.key, e.title, _best(e), _last(e), "[green]done[/]" if e.done else "", _hints(e))
+        console.print(table)
+    exercises = [e for s in sections for e in s.exercises]
+    passed = sum(s.checkpoint == "passed" for s in sections)
+    with_checkpoint = sum(s.checkpoint != "none" for s in sections)
+    console.print(
+        f"{sum(e.done for e in exercises)} of {len(exercises)} exercises done, "
+        f"{passed} of {with_checkpoint} checkpoints passed"
+    )
+
+
+def _section_title(section: SectionProgress) -> str:
+    head = f"{section.number}. {section.title}"
+    if section.threshold is None:
+        return head
+    needs = f"needs {section.threshold:.0%}"
+    if section.checkpoint == "passed":
+        return f"{head}  [bold green]checkpoint passed[/] {section.checkpoint_time} ({needs})"
+    if section.checkpoint == "not passed":
+        return f"{head}  [yellow]checkpoint not passed yet[/] ({needs}; `grade checkpoint {section.number}`)"
+    return f"{head}  checkpoint not attempted ({needs}; `grade checkpoint {section.number}`)"
+
+
+def _best(e: ExerciseProgress) -> str:
+    if not e.gradable:
+        return "[dim]coming soon[/]"
+    return "-" if e.best is None else f"{e.best:g} / {e.max_score:g}"
+
+
+def _last(e: ExerciseProgress) -> str:
+    if e.last is None:
+        return "-"
+    when = e.last.time.replace("T", " ")[:16]
+    part = f" ({e.last.part.split('.', 1)[1]} only)" if e.last.part else ""
+    return f"{e.last.score:g} / {e.last.max_score:g}{part}, {when} UTC"
+
+
+def _hints(e: ExerciseProgress) -> str:
+    return f"{e.hints_used} used" if e.hints_used else ""
+
+
+def checkpoint_summary(outcome: CheckpointOutcome, console: Console) -> None:
+    """Each exercise's score, the verdict against the threshold, what the learner can now do, the record."""
+    section = outcome.section
+    assert section.checkpoint is not None
+    for result in outcome.results:
+        mark = "[green]full marks[/]" if result.full_marks else "[yellow]not yet[/]"
+        console.print(f"  {result.exercise} {result.title}: {result.score:g} / {result.max_score:g}  {mark}")
+    share = outcome.score / outcome.max_score if outcome.max_score else 0.0
+    figures = (
+        f"{outcome.score:g} / {outcome.max_score:g} ({share:.0%}; needs {section.checkpoint.threshold:.0%})"
+    )
+    if outcome.passed:
+        console.print(f"[bold green]Checkpoint {section.number} passed:[/] {figures}")
+        console.print(f"What you can do now: {section.checkpoint.summary}", markup=False)
+    else:
+        console.print(f"[bold]Checkpoint {section.number} not passed yet:[/] {figures}")
+        todo = [r.exercise for r in outcome.results if not r.full_marks]
+        console.print("Work on " + ", ".join(f"`grade exercise {key}`" for key in todo))
+    public_only = [r.exercise for r in outcome.results if all(t.suite == "public" for t in r.tests)]
+    if public_only:
+        which = ", ".join(public_only)
+        console.print(f"[yellow]note:[/] {which}: public checks only (the hidden tests run when you submit)")
+    for note in outcome.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(f"record (with the hashes of your files): {outcome.record_path}", markup=False)

@@ -16,6 +16,14 @@ REPO = TESTS.parent
 FIXTURE_COURSE = TESTS / "fixtures" / "course" / "course.yml"
 
 
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test keeps its learner progress in a folder of its own, never in the user's real one."""
+    folder = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("DISTGPU_STATE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture(scope="session")
 def runner() -> LocalRunner:
     """One runner for the session: its forkserver (torch already imported) serves every grading run."""

@@ -87,8 +87,13 @@ def test_flags_are_frozen() -> None:
             "--junit",
             "--solution",
             "--submission",
+            "--watch",
             "-h",
+            "-k",
         ],
+        "progress": ["--help", "--json", "-h"],
+        "checkpoint": ["--backend", "--device", "--help", "-h"],
+        "hint": ["--help", "-h"],
         "check": ["--backend", "--device", "--help", "-h"],
         "stubs": ["--help", "-h"],
         "batch": [

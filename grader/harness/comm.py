@@ -70,6 +70,9 @@ def _record_p2p(op: str, tensor: torch.Tensor, peer: int | None) -> None:
             "numel": tensor.numel(),
             "nbytes": tensor.numel() * tensor.element_size(),
             "dtype": str(tensor.dtype).removeprefix("torch."),
+            # where in its storage the message lives: tells chunk i of a tensor_split from a scratch buffer
+            "offset": tensor.storage_offset(),
+            "storage_numel": tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1),
         }
     )
 

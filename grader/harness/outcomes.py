@@ -20,6 +20,10 @@ class CommEvent:
     numel: int
     nbytes: int
     dtype: str
+    offset: int | None = None
+    """Element offset of the message in its tensor's storage (None from an older worker)."""
+    storage_numel: int | None = None
+    """Elements in that storage: a view of the caller's tensor has its numel, a scratch buffer less."""
 
 
 @dataclass(frozen=True)

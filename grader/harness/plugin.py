@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,12 +23,13 @@ from grader.harness.outcomes import (
     Blocked,
     CheckFailure,
     NotRun,
+    RankFailure,
     RankOutOfMemory,
     WorldCrashed,
     WorldTimeout,
 )
 from grader.harness.pool import Pools
-from grader.harness.testing import World
+from grader.harness.testing import World, comm_trace
 from grader.results import Status, TestResult
 
 
@@ -43,8 +45,13 @@ class GradingPlugin:
         device: str,
         gpus: int,
         artifacts_dir: Path | None = None,
+        only_part: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
+        """``only_part`` grades that part alone; ``on_progress(done, total)`` is called as each test ends."""
         self.course, self.exercise, self.pools = course, exercise, pools
+        self.only_part, self.on_progress = only_part, on_progress
+        self._total = 0
         self.device, self.gpus = device, gpus
         self.artifacts_dir = artifacts_dir
         self.artifacts: list[tuple[str, Path]] = []
@@ -62,8 +69,11 @@ class GradingPlugin:
     # configure and collect
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        """Register the ``part`` marker."""
+        """Register the ``part`` and ``concept`` markers."""
         config.addinivalue_line("markers", "part(id): the course.yml part this test scores for")
+        config.addinivalue_line(
+            "markers", "concept(text): the idea the test checks, added to its failure message"
+        )
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         """Parametrize ``world`` over the part's world sizes unless the test chose its own."""
@@ -98,7 +108,10 @@ class GradingPlugin:
             part_id = self._part_of(item).id  # type: ignore[union-attr]
             self._tests_per_part[part_id] = self._tests_per_part.get(part_id, 0) + 1
             self._numbers[item.nodeid] = f"{order[part_id]}.{self._tests_per_part[part_id]}"
+        if self.only_part is not None:
+            known = [i for i in known if self._part_of(i).id == self.only_part]  # type: ignore[union-attr]
         items[:] = known
+        self._total = len(known)
 
     def _part_of(self, node: pytest.Item | Any) -> Part | None:
         marker = node.get_closest_marker("part")
@@ -169,6 +182,8 @@ class GradingPlugin:
         report = yield
         if (call.when == "setup" and report.failed) or call.when == "call":
             self.results.append(self._result(item, call, report))
+            if self.on_progress is not None:
+                self.on_progress(len(self.results), self._total)
         return report
 
     def _result(
@@ -178,6 +193,8 @@ class GradingPlugin:
         assert part is not None
         size = item.callspec.params.get("world") if hasattr(item, "callspec") else None
         status, output = _verdict(call, report, part.id)
+        if status is Status.FAILED:
+            output = _explained(output, item, call)
         if status is Status.TIMEOUT and call.excinfo and not call.excinfo.errisinstance(NotRun):
             self._hung[part.id, size] = item.name
         max_score = part.points / self._tests_per_part[part.id]
@@ -194,6 +211,21 @@ class GradingPlugin:
             world_size=size,
             seconds=call.duration,
         )
+
+
+def _explained(output: str, item: pytest.Item, call: pytest.CallInfo[None]) -> str:
+    """Add the test's ``concept`` and, after a wrong answer, the send/recv trace of its last world task."""
+    if "NotImplementedError" in output.splitlines()[0]:
+        return output  # nothing written yet: the concept would only be noise
+    marker = item.get_closest_marker("concept")
+    if marker is not None and marker.args:
+        output += f"\n  concept: {marker.args[0]}"
+    world = getattr(item, "funcargs", {}).get("world")
+    wrong_answer = call.excinfo is not None and not call.excinfo.errisinstance(RankFailure)
+    if isinstance(world, World) and world.last and wrong_answer:
+        trace = comm_trace(world.last)
+        output += ("\n" + textwrap.indent(trace, "  ")) if trace else ""
+    return output
 
 
 def _verdict(call: pytest.CallInfo[None], report: pytest.TestReport, part_id: str) -> tuple[Status, str]:

@@ -1,4 +1,4 @@
-"""What hidden and public tests use: the ``World`` handle and exact or tolerant comparisons."""
+"""What hidden and public tests use: the ``World`` handle, exact or tolerant comparisons, send/recv traces."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from grader.harness.outcomes import CheckFailure, RankResult
+from grader.harness.outcomes import CheckFailure, CommEvent, RankResult
 from grader.harness.pool import Pool
 
 
@@ -18,6 +18,8 @@ class World:
         self.size = pool.size
         self._pool = pool
         self._timeout_s = timeout_s
+        self.last: list[RankResult] | None = None
+        """The results of the last task that came back from every rank (for the failure trace)."""
 
     def call(
         self,
@@ -43,7 +45,7 @@ class World:
             }
             for a, k in zip(args, per_rank_kwargs, strict=True)
         ]
-        return self._pool.submit(tasks, self._timeout_s)
+        return self._submit(tasks)
 
     def run(
         self, program: str, *, inputs: Sequence[dict[str, Any]] | dict[str, Any], forbid: Iterable[str] = ()
@@ -53,7 +55,12 @@ class World:
             {"kind": "run", "program": program, "inputs": i, "forbid": list(forbid)}
             for i in self._per_rank(inputs)
         ]
-        return self._pool.submit(tasks, self._timeout_s)
+        return self._submit(tasks)
+
+    def _submit(self, tasks: list[dict[str, Any]]) -> list[RankResult]:
+        self.last = None
+        self.last = self._pool.submit(tasks, self._timeout_s)
+        return self.last
 
     def _per_rank(self, value: Sequence[dict[str, Any]] | dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(value, dict):
@@ -128,3 +135,82 @@ def _check_tensor_like(
 
 def _item(tensor: torch.Tensor, index: int) -> Any:
     return tensor.reshape(-1)[index].item()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# send/recv traces
+
+
+def chunk_of(event: CommEvent, numel: int, p: int) -> int | None:
+    """i when ``event`` moved exactly chunk i of ``torch.tensor_split`` of a ``numel``-element tensor into
+    ``p``; None for anything else (a scratch buffer, a copy, a slice of another size)."""
+    if event.offset is None or event.storage_numel != numel:
+        return None
+    start = 0
+    for i in range(p):
+        size = numel // p + (i < numel % p)
+        if (event.offset, event.numel) == (start, size) and size:
+            return i
+        start += size
+    return None
+
+
+def sent_labels(results: Sequence[RankResult], numel: int) -> dict[tuple[int, int, int], str]:
+    """``{(src, dst, k): label}`` for the k-th message from src to dst: 'cI' for chunk I, else its size.
+
+    Receives are labelled by what their sender sent (messages between two ranks arrive in order), so a
+    receive into a scratch buffer still shows which chunk it carried.
+    """
+    labels: dict[tuple[int, int, int], str] = {}
+    p = len(results)
+    for res in results:
+        count: dict[int, int] = {}
+        for e in res.comm.events:
+            if e.op in ("send", "isend") and e.peer is not None:
+                k = count[e.peer] = count.get(e.peer, -1) + 1
+                chunk = chunk_of(e, numel, p)
+                labels[res.rank, e.peer, k] = f"c{chunk}" if chunk is not None else f"{e.numel}el"
+    return labels
+
+
+def comm_trace(results: Sequence[RankResult], *, numel: int | None = None, max_steps: int = 8) -> str:
+    """A rank-by-rank, step-by-step table of every send and receive, for a failure message.
+
+    Step k of a rank is its k-th send and its k-th receive, which is a ring's or a tree's step. ``->3 c1``:
+    sent chunk 1 to rank 3; ``<-2 c0``: received chunk 0 from rank 2 (chunks of ``torch.tensor_split`` over
+    ``numel`` elements, by default the largest tensor any message came from). At most ``max_steps`` rows.
+    """
+    events = [e for res in results for e in res.comm.events]
+    if not events:
+        return ""
+    numel = numel or max(e.storage_numel or 0 for e in events)
+    labels = sent_labels(results, numel)
+    columns = [_rank_steps(res, labels) for res in results]
+    steps = max(len(c) for c in columns)
+    width = max(12, *(len(cell) for c in columns for cell in c))
+    lines = [
+        f"send/recv trace (step k = each rank's k-th send and k-th receive; cI = chunk I of "
+        f"torch.tensor_split over {numel} elements):",
+        "  step  " + "  ".join(f"rank {res.rank}".ljust(width) for res in results).rstrip(),
+    ]
+    for k in range(min(steps, max_steps)):
+        cells = [(c[k] if k < len(c) else "-").ljust(width) for c in columns]
+        lines.append(f"  {k:<4}  " + "  ".join(cells).rstrip())
+    if steps > max_steps:
+        lines.append(f"  ... {steps - max_steps} more step(s)")
+    return "\n".join(lines)
+
+
+def _rank_steps(res: RankResult, labels: dict[tuple[int, int, int], str]) -> list[str]:
+    sends, recvs, sent_to, got_from = [], [], {}, {}
+    for e in res.comm.events:
+        if e.op in ("send", "isend"):
+            k = sent_to[e.peer] = sent_to.get(e.peer, -1) + 1
+            sends.append(f"->{e.peer} {labels.get((res.rank, e.peer, k), f'{e.numel}el')}")
+        else:
+            k = got_from[e.peer] = got_from.get(e.peer, -1) + 1
+            recvs.append(f"<-{e.peer} {labels.get((e.peer, res.rank, k), f'{e.numel}el')}")
+    return [
+        " ".join(x for x in (sends[k] if k < len(sends) else "", recvs[k] if k < len(recvs) else "") if x)
+        for k in range(max(len(sends), len(recvs)))
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -24,6 +25,10 @@ class GradeJob:
     """How the report names what was graded."""
     device: str = "auto"
     """'auto' (CUDA when available), 'cpu' (gloo) or 'cuda' (NCCL, one GPU per rank)."""
+    part: str | None = None
+    """Grade only this part ('02.ring_allreduce'); None grades them all. The local runner only."""
+    on_progress: Callable[[int, int], None] | None = None
+    """Called with (tests finished, tests in all) as tests end; the local runner only."""
 
 
 class Runner(Protocol):

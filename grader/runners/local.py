@@ -92,6 +92,8 @@ class LocalRunner:
             device=device,
             gpus=gpus,
             artifacts_dir=None if self.run_as_uid is not None else artifacts,
+            only_part=job.part,
+            on_progress=job.on_progress,
         )
         args = [
             *map(str, suites),

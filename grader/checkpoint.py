@@ -1,0 +1,122 @@
+"""Section checkpoints: grade every exercise of a section and pass at the threshold in course.yml.
+
+A checkpoint writes a shareable record, ``.grade/checkpoints/section-N.json`` in the course folder: the
+scores, the sha256 of every graded file, which suites ran, and a ``digest`` (sha256 of the record's other
+fields as canonical JSON) so that an edited record no longer matches its digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from grader import grading
+from grader.course import Course, Exercise, Section
+from grader.progress import CheckpointRow, ProgressError, ProgressStore, file_hashes, now
+from grader.results import ExerciseResult
+from grader.runners import Runner
+
+RECORDS_DIR = ".grade/checkpoints"
+
+
+@dataclass(frozen=True)
+class CheckpointOutcome:
+    section: Section
+    results: list[ExerciseResult]
+    passed: bool
+    score: float
+    max_score: float
+    record_path: Path
+    notes: list[str]
+    """E.g. that the progress store could not be written."""
+
+
+def run_checkpoint(
+    *,
+    course: Course,
+    section: Section,
+    runner: Runner,
+    device: str,
+    on_exercise: Callable[[Exercise], None] = lambda exercise: None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> CheckpointOutcome:
+    """Grade the learner's folder for each gradable exercise of ``section``; record and return the outcome.
+
+    ``ValueError`` when the section has no checkpoint in course.yml. Each grading is an attempt in the
+    progress store as well, as with ``grade exercise``.
+    """
+    if section.checkpoint is None:
+        raise ValueError(f"section {section.number} ({section.title}) has no checkpoint in course.yml")
+    results = []
+    for exercise in (e for e in section.exercises if e.parts):
+        on_exercise(exercise)
+        results.append(
+            grading.grade_exercise(
+                course=course,
+                exercise=exercise,
+                runner=runner,
+                submission=None,
+                solution=False,
+                device=device,
+                on_progress=on_progress,
+            )
+        )
+    score, max_score = sum(r.score for r in results), sum(r.max_score for r in results)
+    passed = max_score > 0 and score >= section.checkpoint.threshold * max_score - 1e-9
+    record = _record(course, section, results, passed)
+    path = course.root / RECORDS_DIR / f"section-{section.number}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    notes = []
+    row = CheckpointRow(
+        section=section.number,
+        time=record["time"],
+        passed=passed,
+        score=score,
+        max_score=max_score,
+        record=str(path),
+    )
+    try:
+        ProgressStore().add_checkpoint(course.title, row)
+    except ProgressError as exc:
+        notes.append(f"your progress was not saved: {exc}")
+    return CheckpointOutcome(section, results, passed, score, max_score, path, notes)
+
+
+def _record(course: Course, section: Section, results: list[ExerciseResult], passed: bool) -> dict[str, Any]:
+    assert section.checkpoint is not None
+    exercises = {e.key: e for e in section.exercises}
+    body: dict[str, Any] = {
+        "course": course.title,
+        "section": section.number,
+        "title": section.title,
+        "passed": passed,
+        "threshold": section.checkpoint.threshold,
+        "score": round(sum(r.score for r in results), 6),
+        "max_score": round(sum(r.max_score for r in results), 6),
+        "time": now(),
+        "grader": version("distgpu"),
+        "exercises": [
+            {
+                "exercise": r.exercise,
+                "slug": exercises[r.exercise].slug,
+                "score": r.score,
+                "max_score": r.max_score,
+                "suites": "public+hidden" if any(t.suite == "hidden" for t in r.tests) else "public",
+                "files": file_hashes(course.exercise_dir(exercises[r.exercise]), exercises[r.exercise].files),
+            }
+            for r in results
+        ],
+    }
+    return body | {"digest": record_digest(body)}
+
+
+def record_digest(body: dict[str, Any]) -> str:
+    """sha256 of ``body`` without its ``digest`` field, as canonical JSON (sorted keys, no spaces)."""
+    fields = {k: v for k, v in body.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
