@@ -16,7 +16,7 @@ def test_zip_with_a_top_folder_is_accepted_and_traversal_ignored(tmp_path: Path)
         zf.writestr("alice/conftest.py", "evil\n")
         zf.writestr("a/b/toy.py", "too deep\n")
     notes = stage(archive, ("toy.py",), tmp_path / "impl")
-    assert notes == []
+    assert notes == ["refused '../toy.py': the path escapes the submission"]
     assert sorted(p.name for p in (tmp_path / "impl").iterdir()) == ["toy.py"]
     assert (tmp_path / "impl" / "toy.py").read_text() == "x = 1\n"
 
@@ -27,7 +27,10 @@ def test_folder_symlinks_and_other_files_are_not_taken(tmp_path: Path) -> None:
     (tmp_path / "sub" / "toy.py").symlink_to(tmp_path / "secret.py")
     (tmp_path / "sub" / "pytest.ini").write_text("[pytest]\naddopts = -p evil\n")
     notes = stage(tmp_path / "sub", ("toy.py",), tmp_path / "impl")
-    assert notes == ["the submission has no toy.py"]
+    assert notes == [
+        "toy.py is a symbolic link: links are not allowed, so it was not taken",
+        "the submission has no toy.py",
+    ]
     assert list((tmp_path / "impl").iterdir()) == []
 
 
@@ -37,3 +40,90 @@ def test_not_a_zip_is_a_note_not_a_crash(tmp_path: Path) -> None:
     assert stage(bogus, ("toy.py",), tmp_path / "impl") == [
         f"{bogus} is neither a folder nor a zip archive: nothing was graded"
     ]
+
+
+def zipped(path: Path, members: dict[str, bytes], links: dict[str, str] | None = None) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        for name, target in (links or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o120777 << 16) | 0x10  # S_IFLNK | 0777: how zip -y stores a link
+            zf.writestr(info, target)
+    return path
+
+
+def staged(tmp_path: Path) -> dict[str, bytes]:
+    """Every file under impl/ and, to show nothing escaped, any file written next to it."""
+    return {str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+
+def test_traversal_absolute_paths_and_links_are_refused_with_a_reason(tmp_path: Path) -> None:
+    archive = zipped(
+        tmp_path / "mallory.zip",
+        {"../toy.py": b"up\n", "/toy.py": b"root\n", "mallory/../../toy.py": b"up2\n", "C:/toy.py": b"c\n"},
+        links={"toy.py": "/etc/passwd"},
+    )
+    notes = stage(archive, ("toy.py",), tmp_path / "out" / "impl")
+    assert notes == [
+        "refused '../toy.py': the path escapes the submission",
+        "refused '/toy.py': the path escapes the submission",
+        "refused 'mallory/../../toy.py': the path escapes the submission",
+        "refused 'C:/toy.py': the path escapes the submission",
+        "refused 'toy.py': symbolic links are not allowed",
+        "the submission has no toy.py",
+    ]
+    assert staged(tmp_path / "out") == {}
+
+
+def test_a_corrupt_member_is_a_note_not_a_traceback(tmp_path: Path) -> None:
+    archive = zipped(tmp_path / "alice.zip", {"toy.py": b"x = 1\n" * 100})
+    data = bytearray(archive.read_bytes())
+    body = data.index(b"toy.py") + len(b"toy.py")  # the local header's name, then the deflated bytes
+    data[body + 5] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    notes = stage(archive, ("toy.py",), tmp_path / "impl")
+    assert (
+        len(notes) == 2
+        and notes[0].startswith("the archive is corrupt (")
+        and "nothing was graded" in notes[0]
+    )
+    assert notes[1] == "the submission has no toy.py"
+    assert staged(tmp_path / "impl") == {}
+
+
+def test_zip_bombs_are_refused_before_they_are_inflated(tmp_path: Path) -> None:
+    bomb = zipped(tmp_path / "bomb.zip", {"toy.py": b"\0" * (64 << 20)})  # 64 MiB of zeros: ~64 KiB zipped
+    assert bomb.stat().st_size < 1 << 20
+    assert stage(bomb, ("toy.py",), tmp_path / "a") == [
+        "refused 'toy.py': larger than 1 MiB",
+        "the submission has no toy.py",
+    ]
+    # A header that lies about the size: the reader stops at the cap, whatever the header says.
+    liar = bytearray(bomb.read_bytes())
+    size = (64 << 20).to_bytes(4, "little")
+    assert liar.count(size) == 2  # the local header and the central directory both carry it
+    liar = liar.replace(size, (100).to_bytes(4, "little"))
+    (tmp_path / "liar.zip").write_bytes(bytes(liar))
+    notes = stage(tmp_path / "liar.zip", ("toy.py",), tmp_path / "b")
+    assert notes[0].startswith("the archive is corrupt (") and staged(tmp_path / "b") == {}
+    many = zipped(tmp_path / "many.zip", {f"f{i}": b"" for i in range(10_001)})
+    assert stage(many, ("toy.py",), tmp_path / "c") == [
+        "the archive has more than 10000 members: nothing was graded",
+        "the submission has no toy.py",
+    ]
+
+
+def test_wrong_and_non_utf8_names_are_not_taken_and_the_note_says_what_was_found(tmp_path: Path) -> None:
+    folder = tmp_path / "bob"
+    folder.mkdir()
+    (folder / "Toy.py").write_text("x = 1\n")
+    Path(folder.as_posix().encode().decode() + "/t\udcf6y.py").write_text("x\n")  # b"t\xf6y.py": not UTF-8
+    assert stage(folder, ("toy.py",), tmp_path / "impl") == [
+        "the submission has no toy.py (found Toy.py: names are case-sensitive)"
+    ]
+    archive = tmp_path / "carol.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(zipfile.ZipInfo("carol/t\x94y.py"), b"x\n")  # cp437 bytes, no UTF-8 flag
+        zf.writestr("carol/toy.py.txt", b"x\n")
+    assert stage(archive, ("toy.py",), tmp_path / "impl2") == ["the submission has no toy.py"]
