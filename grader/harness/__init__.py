@@ -2,7 +2,7 @@
 
 from grader.harness.comm import COLLECTIVES
 from grader.harness.outcomes import CheckFailure, CommEvent, CommLog, RankFailure, RankResult
-from grader.harness.testing import World, assert_close, assert_equal
+from grader.harness.testing import World, assert_close, assert_equal, chunk_of, comm_trace
 
 __all__ = [
     "COLLECTIVES",
@@ -14,4 +14,6 @@ __all__ = [
     "World",
     "assert_close",
     "assert_equal",
+    "chunk_of",
+    "comm_trace",
 ]

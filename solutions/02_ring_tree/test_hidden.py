@@ -20,7 +20,7 @@ from functools import reduce as fold
 import pytest
 import torch
 
-from grader.harness import COLLECTIVES, World, assert_equal
+from grader.harness import COLLECTIVES, CheckFailure, World, assert_equal, chunk_of
 
 # Every torch.distributed collective the harness knows. An all-reduce needs none of them, not even a barrier.
 FORBID = list(COLLECTIVES)  # every collective the harness knows
@@ -43,11 +43,60 @@ def allreduce(world: World, function: str, inputs: list[torch.Tensor], what: str
     results = world.call("allreduce", function, args=[(x.clone(),) for x in inputs], forbid=FORBID)
     expected = total(inputs)
     for res in results:
-        # res.args[0] is the very tensor object the function got: a rebound local name leaves it unchanged
-        assert_equal(
-            res.args[0], expected, rank=res.rank, world_size=world.size, what=f"tensor after {function}{what}"
-        )
+        try:
+            # res.args[0] is the very tensor object the function got: a rebound local name leaves it unchanged
+            assert_equal(
+                res.args[0],
+                expected,
+                rank=res.rank,
+                world_size=world.size,
+                what=f"tensor after {function}{what}",
+            )
+        except CheckFailure as wrong:
+            if function != "ring_allreduce":
+                raise
+            why = ring_diagnosis(results, expected.numel())
+            raise CheckFailure(
+                f"{wrong.message}\n  {why}", rank=wrong.rank, world_size=wrong.world_size
+            ) from None
     return results
+
+
+def ring_diagnosis(results: list, n: int) -> str:
+    """The first step at which a ring left the documented schedule, read off the send/recv wrappers.
+
+    At reduce-scatter step s rank r sends chunk (r - s) % p; at all-gather step s, chunk (r + 1 - s) % p.
+    A message is chunk i when it is exactly chunk i of torch.tensor_split of the caller's tensor.
+    """
+    p = len(results)
+    for s in range(2 * (p - 1)):
+        phase, step = ("reduce-scatter", s) if s < p - 1 else ("all-gather", s - (p - 1))
+        for res in results:
+            r, out = res.rank, sends(res)
+            if len(out) <= s:
+                return (
+                    f"rank {r} made only {len(out)} send(s); a ring all-reduce takes p-1 = {p - 1} "
+                    f"reduce-scatter steps, then p-1 all-gather steps, one send each ({2 * (p - 1)} in all)"
+                )
+            want = (r - step) % p if phase == "reduce-scatter" else (r + 1 - step) % p
+            got = chunk_of(out[s], n, p)
+            rule = "(r - step) mod p" if phase == "reduce-scatter" else "(r + 1 - step) mod p"
+            if got is None:
+                return (
+                    f"rank {r}'s send at {phase} step {step} is not one of the chunks "
+                    f"torch.tensor_split(tensor.view(-1), p) makes (a copy or another split?); "
+                    f"in a ring {phase}, rank r sends chunk {rule}, here chunk {want}"
+                )
+            if got != want:
+                return (
+                    f"rank {(r + 1) % p} received chunk {got} in {phase} step {step}; in a ring {phase}, "
+                    f"rank r sends chunk {rule}, so rank {r} should have sent chunk {want}"
+                )
+    return (
+        "every rank sent the right chunk to the right neighbour at every step, so the schedule is right: "
+        "look at what you do with what arrives. Reduce-scatter ADDS the incoming partial sum into the chunk "
+        "(of the caller's tensor, in place); all-gather COPIES the finished chunk over the stale one"
+    )
 
 
 def chunk_sizes(n: int, p: int) -> list[int]:
@@ -73,6 +122,11 @@ def recvs(res) -> list:
 
 
 @pytest.mark.part("02.ring_allreduce")
+@pytest.mark.concept(
+    "ring all-reduce = reduce-scatter then all-gather over p chunks of "
+    "torch.tensor_split(tensor.view(-1), p); when N is not a multiple of p the first N % p chunks hold "
+    "one extra element"
+)
 def test_ring_sum_uneven_length(world: World) -> None:
     p = world.size
     n = 4 * p + 3  # not a multiple of p: chunks of 5 and 4 elements
@@ -80,6 +134,10 @@ def test_ring_sum_uneven_length(world: World) -> None:
 
 
 @pytest.mark.part("02.ring_allreduce")
+@pytest.mark.concept(
+    "with N < p some chunks of torch.tensor_split are empty; the ring still takes 2(p-1) steps, and an "
+    "empty chunk is an empty message, not a special case"
+)
 def test_ring_fewer_elements_than_ranks(world: World) -> None:
     # N = 1 and N = p - 1 leave some chunks empty; N = p + 1 gives one 2-element chunk and the rest 1.
     p = world.size
@@ -90,6 +148,10 @@ def test_ring_fewer_elements_than_ranks(world: World) -> None:
 
 @pytest.mark.part("02.ring_allreduce")
 @pytest.mark.parametrize("world", [3, 4], indirect=True)
+@pytest.mark.concept(
+    "the ring works on the flat view of the caller's tensor (any shape, 0-d included) and sums in its own"
+    " dtype; int64 beyond 2^53 is exact only in int64"
+)
 def test_ring_dtypes_and_shapes(world: World) -> None:
     p = world.size
     for i, dtype in enumerate(DTYPES):
@@ -104,12 +166,20 @@ def test_ring_dtypes_and_shapes(world: World) -> None:
 
 @pytest.mark.part("02.ring_allreduce")
 @pytest.mark.parametrize("world", [4], indirect=True)
+@pytest.mark.concept(
+    "a ring all-reduce is exact on integer-valued floats: every chunk gets each rank's contribution "
+    "exactly once, in reduce-scatter, and is then copied around in all-gather"
+)
 def test_ring_larger_tensor(world: World) -> None:
     inputs = [rand((3001,), torch.float32, seed=r) for r in range(world.size)]
     allreduce(world, "ring_allreduce", inputs, what=" (3001 float32 elements)")
 
 
 @pytest.mark.part("02.ring_allreduce")
+@pytest.mark.concept(
+    "in a ring rank r sends only to (r+1) mod p and receives only from (r-1) mod p, one chunk of at most "
+    "ceil(N/p) elements per step, 2(p-1) steps in all"
+)
 def test_ring_message_pattern(world: World) -> None:
     p, n = world.size, 3 * world.size + 2
     results = allreduce(world, "ring_allreduce", [rand((n,), torch.int64, seed=r) for r in range(p)])
@@ -138,6 +208,10 @@ def test_ring_message_pattern(world: World) -> None:
 
 
 @pytest.mark.part("02.ring_allreduce")
+@pytest.mark.concept(
+    "a ring moves 2(p-1)/p * N elements per rank, the bandwidth lower bound: reduce-scatter step s sends "
+    "chunk (r - s) mod p and all-gather step s sends chunk (r + 1 - s) mod p"
+)
 def test_ring_bytes_per_rank(world: World) -> None:
     # Exact elements per rank under the tensor_split chunking (see the module docstring).
     p, n = world.size, 5 * world.size + 3
@@ -154,7 +228,11 @@ def test_ring_bytes_per_rank(world: World) -> None:
             f"and (r + 1 - s) % p at all-gather step s, rank {r} sends {want_out} and receives {want_in}"
         )
     # Over all ranks: 2(p-1) N elements, i.e. nccl-tests' 2(p-1)/p * S for each of the p ranks
-    assert sum(res.comm.bytes_sent for res in results) == 2 * (p - 1) * n * 4
+    sent = sum(res.comm.bytes_sent for res in results)
+    assert sent == 2 * (p - 1) * n * 4, (
+        f"the ranks sent {sent} bytes in all; a ring moves 2(p-1) * N * 4 = {2 * (p - 1) * n * 4} for N={n} "
+        "int32 elements, i.e. 2(p-1)/p of the tensor per rank"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -171,6 +249,10 @@ def tree_peers(p: int, r: int) -> list[int]:
 
 
 @pytest.mark.part("02.tree_allreduce")
+@pytest.mark.concept(
+    "recursive doubling: in round k rank r swaps its whole tensor with r XOR 2^k and both add, so after "
+    "log2 p rounds every rank holds the sum"
+)
 def test_tree_sum(world: World) -> None:
     p = world.size
     allreduce(world, "tree_allreduce", [rand((7,), torch.int64, seed=r) for r in range(p)])
@@ -178,6 +260,9 @@ def test_tree_sum(world: World) -> None:
 
 @pytest.mark.part("02.tree_allreduce")
 @pytest.mark.parametrize("world", [3, 4], indirect=True)
+@pytest.mark.concept(
+    "recursive doubling sends the whole tensor every round and adds in its own dtype, for any shape"
+)
 def test_tree_dtypes_and_shapes(world: World) -> None:
     p = world.size
     for i, dtype in enumerate(DTYPES):
@@ -190,6 +275,10 @@ def test_tree_dtypes_and_shapes(world: World) -> None:
 
 
 @pytest.mark.part("02.tree_allreduce")
+@pytest.mark.concept(
+    "recursive doubling on q = 2^floor(log2 p) ranks takes log2 q exchanges of the whole tensor; the p - "
+    "q extra ranks fold in first and get the sum back at the end"
+)
 def test_tree_message_counts(world: World) -> None:
     p, n = world.size, 6
     results = allreduce(world, "tree_allreduce", [rand((n,), torch.int64, seed=r) for r in range(p)])
@@ -207,6 +296,9 @@ def test_tree_message_counts(world: World) -> None:
 
 
 @pytest.mark.part("02.tree_allreduce")
+@pytest.mark.concept(
+    "recursive doubling pairs rank r with r XOR 2^k in round k; an extra rank r >= q folds onto r - q"
+)
 def test_tree_partners(world: World) -> None:
     p = world.size
     results = allreduce(world, "tree_allreduce", [rand((4,), torch.int32, seed=r) for r in range(p)])
