@@ -29,7 +29,13 @@ def changes(
     Editors often write a file in several steps; a change is reported once the stamps have been stable
     for one interval, so one save is one regrade.
     """
-    seen = {p: _stamp(p) for p in paths}
+    seen = {p: _stamp(p) for p in paths}  # now, not at the first next(): saves before that count
+    return _poll(paths, seen, interval, stop)
+
+
+def _poll(
+    paths: list[Path], seen: dict[Path, tuple[int, int] | None], interval: float, stop: Callable[[], bool]
+) -> Iterator[list[Path]]:
     pending: set[Path] = set()
     while not stop():
         time.sleep(interval)

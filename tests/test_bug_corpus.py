@@ -21,6 +21,8 @@ from grader.runners.local import LocalRunner
 REPO = Path(__file__).parent.parent
 CORPUS = Path(__file__).parent / "corpus"
 KEYS = {"name", "why", "file", "replace", "with", "loses", "keeps", "verdict", "message"}
+TAUGHT = {"01", "02", "22"}
+"""Exercises whose every test, public and hidden, carries a ``concept`` that a failure must show."""
 
 
 def _mutations() -> list[Any]:
@@ -60,6 +62,11 @@ def test_bug_loses_its_points(
         ]
     if "message" in bug:
         assert any(bug["message"] in t.output for t in result.tests), [t.output for t in result.tests]
+    if dirname[:2] in TAUGHT:
+        untaught = [
+            t.output for t in result.tests if t.status is Status.FAILED and "\n  concept: " not in t.output
+        ]
+        assert not untaught, f"{bug['name']}: failures without a concept: {untaught}"
 
 
 def test_corpus_covers_every_graded_exercise() -> None:
