@@ -55,7 +55,7 @@ def main() -> None:
     cold, result = timed_run(pooled, ref)
     warm, _ = timed_run(pooled, ref)
     starts = pooled.last_pools.starts if pooled.last_pools else []
-    spawned, _ = timed_run(LocalRunner(start_method="spawn", reuse_worlds=False), ref)
+    spawned, _ = timed_run(LocalRunner(reuse_worlds=False), ref)
     compute = sum(t.seconds for t in result.tests)
     floor = torch_import_seconds() + compute
     sizes = sorted({t.world_size for t in result.tests})

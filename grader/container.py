@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results file for --format gradescope or prairielearn")
     args = parser.parse_args(argv)
     course = load_course(args.course)
-    runner = LocalRunner(run_as_uid=RANK_UID, programs_root=args.programs_root)
+    runner = LocalRunner(sandbox_mode="none", run_as_uid=RANK_UID, programs_root=args.programs_root)
     job = GradeJob(
         course=course,
         exercise=course.find(args.exercise),

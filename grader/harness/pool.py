@@ -1,31 +1,27 @@
 """The judge's side of a world: N rank workers started once and reused, with a wall clock over every task.
 
-Workers are forked from a forkserver that has already imported torch, so a world costs one torch import per
-grading run rather than one per rank per test. Every reply is decoded by ``wire`` (plain data, no pickle).
-When a task outlives its deadline the judge asks each unfinished rank for its stack (SIGUSR1), kills every
-rank's process group, and raises ``WorldTimeout`` naming who was stuck where.
+Ranks are forked by the grading run's rank factory (``factory``), which has already imported torch, so a
+world costs one torch import per grading run rather than one per rank per test. Every reply is decoded by
+``wire`` (plain data, no pickle). When a task outlives its deadline the judge asks each unfinished rank for
+its stack (SIGUSR1), kills every rank's process group, and raises ``WorldTimeout`` naming who was stuck where.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import signal
-import sys
 import tempfile
 import time
-import types
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from grader.harness import wire
+from grader.harness.factory import FactoryError, RankFactory, RankProcess
 from grader.harness.outcomes import RankResult, WorldCrashed, WorldTimeout, rank_results
 from grader.harness.stacks import where_stuck
-from grader.harness.worker import WorkerSpec, worker_main
+from grader.harness.worker import WorkerSpec
+from grader.sandbox import RankLimits, Sandbox
 
 MAX_REPLY_BYTES = 1 << 30
 STACK_DUMP_WAIT_S = 1.0
@@ -42,38 +38,16 @@ class WorldConfig:
     programs_dir: Path
     scratch_dir: Path
     pg_timeout_s: float
-    start_method: str = "forkserver"
     run_as_uid: int | None = None
     """Ranks drop to this uid; their run folder is then world-writable (it holds only logs and the store)."""
-
-
-def _context(start_method: str) -> Any:
-    ctx = mp.get_context(start_method)
-    if start_method == "forkserver":
-        # torch.optim imports torch._dynamo, and autograd's first backward imports symbolic_shapes (sympy):
-        # seconds each; importing them once here spares every rank of every world.
-        preload = ["torch", "torch.distributed", "torch.optim", "torch.fx.experimental.symbolic_shapes"]
-        ctx.set_forkserver_preload([*preload, "grader.harness.worker"])
-    return ctx
-
-
-@contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """Start a child without it re-running the judge's ``__main__`` (multiprocessing does that by default).
-
-    Ranks need nothing from the main module, and re-running a script or CLI in every rank costs seconds.
-    """
-    saved = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = saved
+    sandbox: Sandbox | None = None
+    """Where the rank factory runs (None: unsandboxed, as the judge's user)."""
+    limits: RankLimits | None = None
 
 
 @dataclass
 class _Rank:
-    process: Any
+    process: RankProcess
     tasks: Connection
     replies: Connection
     spec: WorkerSpec
@@ -82,9 +56,10 @@ class _Rank:
 class Pool:
     """``size`` live rank workers. Not thread-safe; one task at a time."""
 
-    def __init__(self, size: int, config: WorldConfig) -> None:
+    def __init__(self, size: int, config: WorldConfig, factory: RankFactory) -> None:
         self.size = size
         self.config = config
+        self.factory = factory
         self._ranks: list[_Rank] = []
         self.start_seconds = 0.0
 
@@ -97,13 +72,12 @@ class Pool:
         run_dir = Path(tempfile.mkdtemp(prefix=f"world{self.size}-", dir=self.config.scratch_dir))
         if self.config.run_as_uid is not None:
             run_dir.chmod(0o777)  # the ranks create the rendezvous store here after dropping privileges
-        ctx = _context(self.config.start_method)
         for rank in range(self.size):
-            self._ranks.append(self._start_rank(ctx, rank, run_dir))
+            self._ranks.append(self._start_rank(rank, run_dir))
         self._await_ready()
         self.start_seconds = time.perf_counter() - started
 
-    def _start_rank(self, ctx: Any, rank: int, run_dir: Path) -> _Rank:
+    def _start_rank(self, rank: int, run_dir: Path) -> _Rank:
         spec = WorkerSpec(
             rank=rank,
             world_size=self.size,
@@ -116,15 +90,10 @@ class Pool:
             stack_path=run_dir / f"rank{rank}.stack",
             pg_timeout_s=self.config.pg_timeout_s,
             run_as_uid=self.config.run_as_uid,
+            limits=None if self.config.limits is None else self.config.limits.for_rank(self.size),
         )
-        task_recv, task_send = ctx.Pipe(duplex=False)
-        reply_recv, reply_send = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=worker_main, args=(spec, task_recv, reply_send), daemon=True)
-        with _main_module_hidden():
-            process.start()
-        task_recv.close()
-        reply_send.close()
-        return _Rank(process, task_send, reply_recv, spec)
+        process, tasks, replies = self.factory.fork(spec)
+        return _Rank(process, tasks, replies, spec)
 
     def _await_ready(self) -> None:
         replies = self._collect(time.monotonic() + START_TIMEOUT_S)
@@ -149,15 +118,20 @@ class Pool:
         self.kill()
 
     def kill(self) -> None:
-        """Kill every rank and whatever it started (each rank leads its own process group)."""
+        """Kill every rank and whatever it started (each rank leads its own process group).
+
+        If the factory cannot do it (it died, or stopped answering), the factory is ended instead, and with
+        it, in a sandbox, every process inside.
+        """
+        processes = [rank.process for rank in self._ranks]
+        try:
+            self.factory.signal(processes, signal.SIGKILL, group=True)
+        except FactoryError:
+            self.factory.close()
+        deadline = time.monotonic() + 5.0
+        if any(p.join(max(0.0, deadline - time.monotonic())) is None for p in processes):
+            self.factory.close()
         for rank in self._ranks:
-            for kill in (os.killpg, os.kill):  # the group, then the rank itself if it left its group
-                try:
-                    kill(rank.process.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        for rank in self._ranks:
-            rank.process.join(5.0)
             rank.tasks.close()
             rank.replies.close()
         self._ranks = []
@@ -218,12 +192,11 @@ class Pool:
 
     def _timeout(self, timeout_s: float) -> WorldTimeout:
         stuck = [r for r in self._pending]
-        for rank in stuck:
-            try:
-                os.kill(rank.process.pid, signal.SIGUSR1)
-            except ProcessLookupError:
-                pass
-        time.sleep(STACK_DUMP_WAIT_S)
+        try:
+            self.factory.signal([r.process for r in stuck], signal.SIGUSR1, group=False)
+            time.sleep(STACK_DUMP_WAIT_S)
+        except FactoryError:
+            pass  # no stacks this time; the kill below ends the factory
         finished = sorted(set(range(self.size)) - {r.spec.rank for r in stuck})
         ranks_by_place: dict[str, list[int]] = {}
         for rank in stuck:
@@ -270,6 +243,7 @@ class Pools:
         self.config = config
         self.reuse = reuse
         self._pools: dict[int, Pool] = {}
+        self._factory: RankFactory | None = None
         self.starts: list[tuple[int, float]] = []
         """(world size, seconds) for every start, for reports and benchmarks."""
 
@@ -278,12 +252,39 @@ class Pools:
         if pool is None or not pool.alive or not self.reuse:
             if pool is not None:
                 pool.stop()
-            pool = self._pools[size] = Pool(size, self.config)
-            pool.start()
+            pool = self._pools[size] = self._started(size)
             self.starts.append((size, pool.start_seconds))
         return pool
+
+    def _started(self, size: int) -> Pool:
+        """A started world; a factory that died under it (a rank may kill it) is replaced once."""
+        for attempt in (1, 2):
+            pool = Pool(size, self.config, self._live_factory())
+            try:
+                pool.start()
+                return pool
+            except FactoryError:
+                pool.kill()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _live_factory(self) -> RankFactory:
+        """The run's factory, (re)started when missing or dead; a fresh one per world when not reusing."""
+        if self._factory is not None and (not self._factory.alive or not self.reuse):
+            for pool in self._pools.values():
+                pool.kill()
+            self._factory.close()
+            self._factory = None
+        if self._factory is None:
+            self._factory = RankFactory(self.config.sandbox, self.config.scratch_dir / "factory.log")
+            self._factory.start()
+        return self._factory
 
     def close(self) -> None:
         for pool in self._pools.values():
             pool.stop()
         self._pools.clear()
+        if self._factory is not None:
+            self._factory.close()
+            self._factory = None

@@ -8,9 +8,11 @@ log file, and SIGUSR1 dumps every thread's stack to a per-rank stack file (the j
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import faulthandler
 import importlib.util
 import os
+import resource
 import signal
 import sys
 import time
@@ -44,6 +46,17 @@ class WorkerSpec:
     pg_timeout_s: float
     run_as_uid: int | None = None
     """Drop to this uid (and gid) before touching student code; the judge stays root (Docker runner)."""
+    limits: dict[str, int | None] | None = None
+    """rlimits to set before touching student code: ``sandbox.RankLimits.for_rank`` (None: none)."""
+
+    def to_fields(self) -> dict[str, Any]:
+        """Plain JSON fields, for the trip to the rank factory."""
+        return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> WorkerSpec:
+        paths = {f.name for f in dataclasses.fields(cls) if f.type in ("Path", Path)}
+        return cls(**{k: Path(v) if k in paths else v for k, v in fields.items()})
 
 
 @dataclass
@@ -86,6 +99,8 @@ def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> Non
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     if spec.run_as_uid is not None:
         _drop_privileges(spec.run_as_uid)
+    if spec.limits is not None:
+        _set_limits(spec.limits)
     torch.set_num_threads(1)
     ctx = _join_world(spec)
     comm.install()
@@ -97,17 +112,39 @@ def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> Non
 
 
 def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this rank when its parent (the forkserver, which dies with the judge) goes."""
+    """Ask Linux to SIGKILL this rank when its parent (the rank factory, which dies with the judge) goes."""
     if sys.platform == "linux":
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _drop_privileges(uid: int) -> None:
-    """Become ``uid`` for good: no supplementary groups, and no way back to the judge's uid."""
+    """Become ``uid`` for good: no supplementary groups, no way back, and no gain from setuid programs."""
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
+    if sys.platform == "linux":
+        PR_SET_NO_NEW_PRIVS = 38
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def _set_limits(limits: dict[str, int | None]) -> None:
+    """Cap this rank: memory on top of what torch already maps, file size, open files, processes, no cores."""
+    if limits.get("address_space_bytes"):
+        mapped = _mapped_bytes()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + limits["address_space_bytes"],) * 2)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_bytes"],) * 2)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"],) * 2)
+    if limits.get("processes"):
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"],) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _mapped_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _redirect_output(log_path: Path) -> None:

@@ -2,38 +2,55 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from grader import sandbox
 from grader.harness.plugin import GradingPlugin
 from grader.harness.pool import Pools, WorldConfig
 from grader.results import ExerciseResult
 from grader.runners import GradeJob, SuiteError
 from grader.submission import stage
 
+RANK_PROCESSES = 4096
+"""Processes and threads all ranks running as ``sandbox.RANK_UID`` may have together, host-wide."""
+
 PG_TIMEOUT_MARGIN_S = 30.0
 """gloo's own timeout stays longer than any test's, so the judge's clock (with stacks) always fires first."""
 
 
+_warned_unsandboxed = False
+
+
 class LocalRunner:
-    """Grades in this process. ``start_method`` and ``reuse_worlds`` exist for the benchmark's baseline."""
+    """Grades in this process; ranks run in a bubblewrap sandbox when it works here (see ``grader.sandbox``).
+
+    ``reuse_worlds=False`` exists for the benchmark's baseline (a fresh factory and world per test).
+    """
 
     def __init__(
         self,
         *,
-        start_method: str = "forkserver",
         reuse_worlds: bool = True,
+        sandbox_mode: str | None = None,
+        limits: sandbox.RankLimits | None = None,
         run_as_uid: int | None = None,
         programs_root: Path | None = None,
     ) -> None:
-        """``run_as_uid`` and ``programs_root`` serve the container entry point: ranks drop to that uid and
-        read rank programs from ``programs_root/NN_slug`` (a copy of exercises/ they may read)."""
-        self.start_method = start_method
+        """``sandbox_mode``: ``auto`` (default, from ``DISTGPU_SANDBOX``), ``bwrap`` (required) or ``none``.
+        ``limits``: the rank limits inside the sandbox (default ``RankLimits()``).
+        ``run_as_uid`` and ``programs_root`` serve the container entry point (the container is the sandbox):
+        ranks drop to that uid and read rank programs from ``programs_root/NN_slug``."""
         self.reuse_worlds = reuse_worlds
+        self.sandbox_mode = sandbox_mode or sandbox.requested_mode()
+        self.limits = limits or sandbox.RankLimits()
         self.run_as_uid = run_as_uid
         self.programs_root = programs_root
         self.last_pools: Pools | None = None
@@ -42,8 +59,6 @@ class LocalRunner:
     def run(self, job: GradeJob) -> ExerciseResult:
         started = time.perf_counter()
         scratch = Path(tempfile.mkdtemp(prefix="distgpu-"))
-        if self.run_as_uid is not None:
-            scratch.chmod(0o755)  # ranks read the staged submission here after dropping privileges
         try:
             notes = stage(job.source, job.exercise.files, scratch / "impl")
             plugin = self._grade(job, scratch)
@@ -72,15 +87,30 @@ class LocalRunner:
         if not suites:
             raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
         device, gpus = _resolve_device(job.device)
+        programs_dir = (self.programs_root or job.course.root / "exercises") / job.exercise.dirname
+        box = self._sandbox(scratch / "impl", programs_dir, scratch)
+        run_as_uid = self.run_as_uid
+        if box is not None and os.geteuid() == 0:
+            run_as_uid = sandbox.RANK_UID
+        if run_as_uid is not None:
+            scratch.chmod(0o755)  # ranks read the staged submission here after dropping privileges
+        limits = None
+        if box is not None:
+            limits = self.limits
+            if run_as_uid is not None and limits.processes is None:
+                limits = dataclasses.replace(limits, processes=RANK_PROCESSES)
+            if device == "cuda":
+                limits = dataclasses.replace(limits, world_memory_bytes=None)
         config = WorldConfig(
             backend="nccl" if device == "cuda" else "gloo",
             device=device,
             impl_dir=scratch / "impl",
-            programs_dir=(self.programs_root or job.course.root / "exercises") / job.exercise.dirname,
+            programs_dir=programs_dir,
             scratch_dir=scratch,
             pg_timeout_s=max(p.timeout for p in job.exercise.parts) + PG_TIMEOUT_MARGIN_S,
-            start_method=self.start_method,
-            run_as_uid=self.run_as_uid,
+            run_as_uid=run_as_uid,
+            sandbox=box,
+            limits=limits,
         )
         self.last_pools = pools = Pools(config, reuse=self.reuse_worlds)
         # Inside a container (run_as_uid set) nothing the judge writes survives: keep no artifacts there.
@@ -116,6 +146,21 @@ class LocalRunner:
         finally:
             pools.close()
         return plugin
+
+    def _sandbox(self, impl_dir: Path, programs_dir: Path, scratch: Path) -> sandbox.Sandbox | None:
+        """This run's sandbox, or None (mode ``none``, or ``auto`` where bubblewrap cannot run: said once)."""
+        global _warned_unsandboxed
+        if self.sandbox_mode == "none":
+            return None
+        why_not = sandbox.probe()
+        if why_not is None:
+            return sandbox.for_grading_run(impl_dir, programs_dir, scratch)
+        if self.sandbox_mode == "bwrap":
+            raise SuiteError(f"{sandbox.SANDBOX_ENV_VAR}=bwrap, but {why_not}")
+        if not _warned_unsandboxed:
+            _warned_unsandboxed = True
+            print(f"note: ranks run unsandboxed ({why_not}); see `grade doctor`", file=sys.stderr)
+        return None
 
 
 def _suites(job: GradeJob) -> list[Path]:

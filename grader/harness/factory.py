@@ -1,0 +1,158 @@
+"""The judge's handle on the rank factory (``zygote``): start it (sandboxed or not), fork ranks, signal them.
+
+One factory serves every world of a grading run, so torch is imported once per run, not once per rank.
+Ranks are known by the pid the factory sees; the judge never signals a pid itself (inside a pid namespace
+that pid means another process out here). If the factory stops answering, ``close`` ends it, and with a
+sandbox, everything inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, Pipe, wait
+from pathlib import Path
+from typing import Any
+
+from grader.harness.worker import WorkerSpec
+from grader.harness.zygote import BOOTSTRAP, MAX_MESSAGE_BYTES
+from grader.sandbox import Sandbox, minimal_env
+
+PRELOAD = ("torch", "torch.distributed", "torch.optim", "torch.fx.experimental.symbolic_shapes")
+"""torch.optim imports torch._dynamo, and autograd's first backward imports symbolic_shapes (sympy): seconds
+each; importing them once in the factory spares every rank of every world."""
+
+START_TIMEOUT_S = 120.0
+ANSWER_TIMEOUT_S = 10.0
+
+
+class FactoryError(RuntimeError):
+    """The factory died or stopped answering; the grading run needs a new one."""
+
+
+@dataclass
+class RankProcess:
+    """A rank as the judge sees it: its factory-side pid and a pipe that becomes readable when it ends."""
+
+    pid: int
+    sentinel: int
+    exitcode: int | None = field(default=None)
+
+    def is_alive(self) -> bool:
+        return self._settle(0.0) is None
+
+    def join(self, timeout: float) -> int | None:
+        return self._settle(timeout)
+
+    def _settle(self, timeout: float) -> int | None:
+        if self.exitcode is None and self.sentinel >= 0 and wait([self.sentinel], timeout):
+            data = os.read(self.sentinel, 64)
+            os.close(self.sentinel)
+            self.sentinel = -1
+            # No code means the factory itself died (or the sandbox ended): report the rank as killed.
+            self.exitcode = int(data) if data.strip() else -signal.SIGKILL
+        return self.exitcode
+
+
+class RankFactory:
+    """Owns the factory process. Not thread-safe."""
+
+    def __init__(self, sandbox: Sandbox | None, log_path: Path) -> None:
+        self.sandbox = sandbox
+        self.log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> None:
+        judge_end, factory_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = minimal_env()
+        argv = [sys.executable, "-I", "-c", BOOTSTRAP, str(factory_end.fileno())]
+        if self.sandbox is not None:
+            argv = self.sandbox.wrap(argv, env)
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(factory_end.fileno(),),
+                start_new_session=True,
+            )
+        factory_end.close()
+        self._sock = judge_end
+        config = {"sys_path": [p for p in sys.path if os.path.isabs(p)], "preload": [*PRELOAD]}
+        self._sock.send(json.dumps(config).encode())
+        self._receive(START_TIMEOUT_S, "start")
+
+    def fork(self, spec: WorkerSpec) -> tuple[RankProcess, Connection, Connection]:
+        """Start one rank; returns it with the judge's ends of its task and reply pipes."""
+        task_recv, task_send = Pipe(duplex=False)
+        reply_recv, reply_send = Pipe(duplex=False)
+        status_r, status_w = os.pipe()
+        try:
+            fds = [task_recv.fileno(), reply_send.fileno(), status_w]
+            answer = self._request({"op": "fork", "spec": spec.to_fields()}, fds)
+        finally:
+            task_recv.close()
+            reply_send.close()
+            os.close(status_w)
+        return RankProcess(answer["pid"], status_r), task_send, reply_recv
+
+    def signal(self, ranks: list[RankProcess], signum: int, *, group: bool) -> None:
+        pids = [r.pid for r in ranks if r.exitcode is None]
+        if pids:
+            self._request({"op": "signal", "pids": pids, "signal": int(signum), "group": group})
+
+    def close(self) -> None:
+        """End the factory and, with a sandbox, every process inside it."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._process is not None:
+            try:
+                self._process.wait(2.0)  # it kills its ranks when the socket closes
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                self._process.wait()
+            self._process = None
+
+    def _request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+        if self._sock is None or not self.alive:
+            raise FactoryError("the rank factory is not running")
+        try:
+            socket.send_fds(self._sock, [json.dumps(message).encode()], fds or [])
+        except OSError as exc:
+            raise FactoryError(f"the rank factory is gone ({exc})") from None
+        return self._receive(ANSWER_TIMEOUT_S, message["op"])
+
+    def _receive(self, timeout_s: float, what: str) -> dict[str, Any]:
+        assert self._sock is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if wait([self._sock], max(0.0, deadline - time.monotonic())):
+                data = self._sock.recv(MAX_MESSAGE_BYTES)
+                if not data:
+                    raise FactoryError(
+                        f"the rank factory ended during {what}; its log: {_tail(self.log_path)}"
+                    )
+                return json.loads(data)
+            if time.monotonic() >= deadline or not self.alive:
+                raise FactoryError(f"the rank factory did not answer {what}; its log: {_tail(self.log_path)}")
+
+
+def _tail(path: Path, limit: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:].strip() or "(empty)"
+    except FileNotFoundError:
+        return "(none)"

@@ -1,0 +1,151 @@
+"""The rank factory's inside: one process per grading run that imports torch once and forks rank workers.
+
+It runs where the ranks run (inside the sandbox when there is one) and is started by ``factory.RankFactory``
+with the bootstrap below. It speaks over one SOCK_SEQPACKET Unix socket, one JSON message per packet:
+
+- ``{"op": "fork", "spec": {...}}`` with three fds attached (the rank's task pipe, reply pipe and status
+  pipe) -> ``{"pid": N}``. When the rank ends, the factory writes its exit code (as ``multiprocessing``
+  reports it: negative for a signal) to the status pipe and closes it; the judge waits on that pipe.
+- ``{"op": "signal", "pids": [...], "signal": S, "group": bool}`` -> ``{"ok": true}``. Pids are as this
+  process sees them (its pid namespace); only its own ranks can be signalled.
+
+When the judge's end of the socket closes, every rank is killed and the factory exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+from multiprocessing.connection import Connection
+from typing import Any
+
+MAX_MESSAGE_BYTES = 1 << 20
+
+BOOTSTRAP = """\
+import json, socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+config = json.loads(sock.recv(1 << 20))
+sys.path[:] = config["sys_path"]
+from grader.harness.zygote import serve
+serve(sock, config)
+"""
+"""Run as ``python -I -c BOOTSTRAP FD``: the judge sends ``sys_path`` and ``preload`` first."""
+
+
+def serve(sock: socket.socket, config: dict[str, Any]) -> None:
+    """Preload, say ready, then serve requests until the judge hangs up."""
+    _die_with_parent()
+    for module in config["preload"]:
+        importlib.import_module(module)
+    Factory(sock).run()
+
+
+class Factory:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.children: dict[int, int] = {}
+        """rank pid -> the write end of its status pipe."""
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+
+    def run(self) -> None:
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd hears of each exit
+        selector = selectors.DefaultSelector()
+        selector.register(self.sock, selectors.EVENT_READ)
+        selector.register(self.wake_r, selectors.EVENT_READ)
+        self.sock.send(json.dumps({"ready": os.getpid()}).encode())
+        while True:
+            for key, _ in selector.select():
+                if key.fileobj is self.sock:
+                    if not self._answer():
+                        self._kill_all()
+                        return
+                else:
+                    _drain(self.wake_r)
+                    self._reap()
+
+    def _answer(self) -> bool:
+        try:
+            data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES, 3)
+        except OSError:
+            return False
+        if not data:
+            return False
+        request = json.loads(data)
+        if request["op"] == "fork":
+            reply: dict[str, Any] = {"pid": self._fork(request["spec"], fds)}
+        else:
+            self._signal(request["pids"], request["signal"], request["group"])
+            reply = {"ok": True}
+        self.sock.send(json.dumps(reply).encode())
+        return True
+
+    def _fork(self, spec_fields: dict[str, Any], fds: list[int]) -> int:
+        from grader.harness.worker import WorkerSpec, worker_main
+
+        tasks_r, replies_w, status_w = fds
+        pid = os.fork()
+        if pid == 0:
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in (self.sock.fileno(), self.wake_r, self.wake_w, status_w, *self.children.values()):
+                    os.close(fd)
+                spec = WorkerSpec.from_fields(spec_fields)
+                worker_main(spec, Connection(tasks_r, writable=False), Connection(replies_w, readable=False))
+            finally:
+                os._exit(70)
+        os.close(tasks_r)
+        os.close(replies_w)
+        self.children[pid] = status_w
+        return pid
+
+    def _signal(self, pids: list[int], signum: int, group: bool) -> None:
+        for pid in pids:
+            if pid not in self.children:
+                continue
+            kills = (os.killpg, os.kill) if group else (os.kill,)  # the group, then the rank if it left it
+            for kill in kills:
+                try:
+                    kill(pid, signum)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            status_w = self.children.pop(pid, None)
+            if status_w is not None:
+                os.write(status_w, f"{os.waitstatus_to_exitcode(status)}\n".encode())
+                os.close(status_w)
+
+    def _kill_all(self) -> None:
+        self._signal(list(self.children), signal.SIGKILL, group=True)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this factory when the judge (or bwrap's init) goes; its ranks follow it the same way."""
+    if sys.platform == "linux":
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
