@@ -20,8 +20,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from grader.course import Course, Exercise
+from grader.records import Record, RecordStore
 from grader.results import ExerciseResult, Status
 from grader.runners import SuiteError
 
@@ -100,25 +102,7 @@ def grade_in_process(plan: BatchPlan, source: Path | None, label: str, gpus: str
     """Run ``python -m grader.gradeone`` and read its JSON; a process that overruns becomes a timeout."""
     with tempfile.TemporaryDirectory(prefix="distgpu-batch-") as folder:
         out = Path(folder) / "result.json"
-        command = [
-            sys.executable,
-            "-m",
-            "grader.gradeone",
-            "--course",
-            str(plan.course.root / "course.yml"),
-            "--exercise",
-            plan.exercise.key,
-            "--backend",
-            plan.backend,
-            "--device",
-            plan.device,
-            "--out",
-            str(out),
-            "--label",
-            label,
-        ]
-        command += ["--submission", str(source)] if source else []
-        command += ["--gpus", gpus] if gpus else []
+        command = gradeone_command(plan, source, label, gpus, out)
         deadline = plan.exercise.timeout + PROCESS_MARGIN_S
         try:
             for _attempt in range(2):  # a process that died without a result (infrastructure) gets one retry
@@ -135,10 +119,21 @@ def grade_in_process(plan: BatchPlan, source: Path | None, label: str, gpus: str
                 device=plan.device,
                 reason=f"grading did not finish within {deadline:g} s",
             )
-        return _read_result(out, plan, label, done.stderr.decode(errors="replace"))
+        return read_result(out, plan, label, done.stderr.decode(errors="replace"))
 
 
-def _read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> ExerciseResult:
+def gradeone_command(
+    plan: BatchPlan, source: Path | None, label: str, gpus: str | None, out: Path
+) -> list[str]:
+    """The command line that grades ``source`` (the reference when None) and writes its JSON to ``out``."""
+    command = [sys.executable, "-m", "grader.gradeone", "--course", str(plan.course.root / "course.yml")]
+    command += ["--exercise", plan.exercise.key, "--backend", plan.backend, "--device", plan.device]
+    command += ["--out", str(out), "--label", label]
+    command += ["--submission", str(source)] if source else []
+    return command + (["--gpus", gpus] if gpus else [])
+
+
+def read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> ExerciseResult:
     try:
         payload = json.loads(out.read_text())
     except (OSError, ValueError):
@@ -185,6 +180,62 @@ def grade_all(
             submission, slot = pending.pop(done)
             free_slots.append(slot)
             on_done(submission, done.result())
+
+
+@dataclass(frozen=True)
+class PendingGrade:
+    """A submission to grade, with what its record is filed under."""
+
+    submission: Submission
+    key: str
+    """The record key: the hash of its files, the suite and the runner (grader.records.submission_key)."""
+    submitted: str | None
+    """ISO 8601 submission time to record (``--late``), else None."""
+
+
+class BatchPool(Protocol):
+    """Where a batch's gradings run: this machine (``LocalPool``) or a cluster (``grader.slurm``)."""
+
+    def reference(self, plan: BatchPlan) -> ExerciseResult:
+        """Grade the reference solution and return its result (no record)."""
+        ...
+
+    def grade(
+        self,
+        plan: BatchPlan,
+        todo: list[PendingGrade],
+        store: RecordStore,
+        on_result: Callable[[str, ExerciseResult], None],
+    ) -> None:
+        """Grade ``todo``: file each grade in ``store`` (an ERROR verdict is no grade and is not filed) and
+        report every result, filed or not, to ``on_result`` in this thread."""
+        ...
+
+
+class LocalPool:
+    """``plan.workers`` grading processes at a time on this machine."""
+
+    def reference(self, plan: BatchPlan) -> ExerciseResult:
+        return grade_in_process(
+            plan, None, "the reference solution", plan.gpu_slots[0] if plan.gpu_slots else None
+        )
+
+    def grade(
+        self,
+        plan: BatchPlan,
+        todo: list[PendingGrade],
+        store: RecordStore,
+        on_result: Callable[[str, ExerciseResult], None],
+    ) -> None:
+        pending = {p.submission.student: p for p in todo}
+
+        def finished(submission: Submission, result: ExerciseResult) -> None:
+            grade = pending[submission.student]
+            if result.verdict is not Status.ERROR:  # a grader or course failure: the next run retries it
+                store.put(Record(submission.student, grade.key, result, grade.submitted))
+            on_result(submission.student, result)
+
+        grade_all(plan, [p.submission for p in todo], finished)
 
 
 def tally(results: list[ExerciseResult]) -> Counter[str]:

@@ -33,6 +33,7 @@ examples:
   grade stubs                                  regenerate exercises/*/ stubs from solutions/
   grade batch subs/ --exercise 10 --backend docker   grade every student in subs/ (reruns resume)
   grade batch subs/ --exercise 10 --regrade alice     grade alice again (e.g. after fixing a test)
+  grade batch subs/ --exercise 07 --backend slurm --dry-run   the sbatch scripts a cluster batch would submit
   grade export --csv grades.csv                 the gradebook as `nbgrader export` writes it
   grade release ../distgpu-student             the student bundle (no solutions/, no hidden tests; scanned)
   grade gradescope 02 ex02-autograder.zip      a Gradescope autograder for one exercise (CPU only there)
@@ -123,7 +124,20 @@ def _parser() -> argparse.ArgumentParser:
         help="record submission times (timestamp.txt, else file time) against the deadline",
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
-    _add_run_options(batch)
+    _add_run_options(batch, backends=("local", "docker", "slurm"))
+    batch.add_argument("--partition", help="slurm: the partition (default: course.yml slurm.partition)")
+    batch.add_argument("--account", help="slurm: the account to charge (default: course.yml slurm.account)")
+    batch.add_argument("--qos", help="slurm: the QoS (default: course.yml slurm.qos)")
+    batch.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="slurm: an extra sbatch option, e.g. --sbatch-arg=--constraint=a100 (repeatable)",
+    )
+    batch.add_argument(
+        "--dry-run", action="store_true", help="slurm: print the sbatch scripts and commands; submit nothing"
+    )
     batch.set_defaults(handler=cmd_batch)
 
     export = commands.add_parser("export", help="export the gradebook as nbgrader's CSV")
@@ -156,7 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
+def _add_run_options(
+    parser: argparse.ArgumentParser, backends: tuple[str, ...] = ("local", "docker")
+) -> None:
     parser.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
@@ -165,9 +181,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend",
-        choices=("local", "docker"),
+        choices=backends,
         default="local",
-        help="local: this machine; docker: one container per run (build it: grade image build)",
+        help="local: this machine; docker: one container per run (build it: grade image build)"
+        + ("; slurm: a job array on the cluster (docs/slurm.md)" if "slurm" in backends else ""),
     )
 
 
@@ -368,6 +385,12 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
     from grader.gradebook import default_url
 
     exercise = course.find(args.exercise)
+    out = args.out or Path("grades") / exercise.dirname
+    if args.backend == "slurm":
+        return _batch_on_slurm(args, course, exercise, out, console)
+    given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
+    if given:
+        raise ValueError(f"--{given[0].replace('_', '-')} needs --backend slurm")
     gpus = _gpu_count() if args.device != "cpu" else 0
     device = ("cuda" if gpus else "cpu") if args.device == "auto" else args.device
     plan = make_plan(
@@ -378,19 +401,66 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
         outcome = grading.batch_grade(
             plan=plan,
             submissions=args.submissions,
-            out=args.out or Path("grades") / exercise.dirname,
+            out=out,
             regrade=args.regrade,
             gradebook_url=args.gradebook or default_url(course),
             late=args.late,
             on_start=progress.start,
             on_result=progress.advance,
         )
+    _batch_report(outcome, console)
+    return 0
+
+
+def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Path, console: Console) -> int:  # type: ignore[no-untyped-def]
+    """The same batch, its gradings run as Slurm jobs (grader/slurm.py), or printed with --dry-run."""
+    from grader import slurm
+    from grader.batch import BatchPlan, discover
+    from grader.gradebook import default_url
+    from grader.records import RecordStore
+
+    settings = slurm.merged_settings(
+        course.slurm, partition=args.partition, account=args.account, qos=args.qos
+    )
+    gpu_parts = any(p.device == "gpu" for p in exercise.parts)  # the submit host's GPUs say nothing here
+    device = ("cuda" if gpu_parts else "cpu") if args.device == "auto" else args.device
+    plan = BatchPlan(course=course, exercise=exercise, backend=settings.runner, device=device, workers=1)
+    pool = slurm.SlurmPool(settings, out, flags=args.sbatch_arg, throttle=args.workers)
+    if args.dry_run:
+        store = RecordStore(out / "records", sweep=False)
+        todo = grading.batch_todo(
+            plan, discover(args.submissions), store, regrade=args.regrade, late=args.late
+        )
+        console.print(slurm.dry_run(plan, pool, todo), markup=False, highlight=False, soft_wrap=True)
+        return 0
+    progress = BatchProgressView(console)
+    pool.on_queue = progress.note
+    try:
+        with progress:
+            outcome = grading.batch_grade(
+                plan=plan,
+                submissions=args.submissions,
+                out=out,
+                regrade=args.regrade,
+                gradebook_url=args.gradebook or default_url(course),
+                late=args.late,
+                on_start=progress.start,
+                on_result=progress.advance,
+                pool=pool,
+            )
+    except slurm.SlurmStopped as exc:
+        console.print(f"[bold yellow]stopped:[/] {exc}", markup=True, highlight=False)
+        return 1
+    _batch_report(outcome, console)
+    return 0
+
+
+def _batch_report(outcome: grading.BatchOutcome, console: Console) -> None:
     report.batch_summary(outcome.records, console)
     console.print(
         f"graded {len(outcome.graded)} of {len(outcome.records)} (the rest were current); "
         f"reports in {outcome.out}"
     )
-    return 0
 
 
 def _gpu_count() -> int:
@@ -411,10 +481,11 @@ class BatchProgressView:
             MofNCompleteColumn(),
             TimeRemainingColumn(),
             TextColumn("{task.fields[counts]}"),
+            TextColumn("[dim]{task.fields[queue]}"),
             console=console,
         )
         self.counts: dict[str, int] = {}
-        self.task = self.progress.add_task("grading", total=None, counts="")
+        self.task = self.progress.add_task("grading", total=None, counts="", queue="")
 
     def __enter__(self) -> BatchProgressView:
         self.progress.__enter__()
@@ -425,6 +496,10 @@ class BatchProgressView:
 
     def start(self, total: int) -> None:
         self.progress.update(self.task, total=total)
+
+    def note(self, queue: str) -> None:
+        """What the cluster's queue holds for this batch (``--backend slurm``)."""
+        self.progress.update(self.task, queue=queue)
 
     def advance(self, student: str, result: ExerciseResult) -> None:
         self.counts[str(result.verdict)] = self.counts.get(str(result.verdict), 0) + 1

@@ -35,6 +35,8 @@ class Part:
     """Seconds per test. Tests take milliseconds on a warm world, so 10 s only ever trips on a hang."""
     device: str = "cpu"
     """'cpu': runs anywhere (gloo on CPU, NCCL on GPUs); 'gpu': needs one GPU per rank, else blocked."""
+    nodes: int = 1
+    """Nodes the ranks spread over on a cluster (each world size a multiple of it); one machine runs all."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,6 +55,8 @@ class Exercise:
     """Empty while the exercise is not written yet."""
     deadline: datetime | None = None
     """When submissions are due (ISO 8601 with a time zone); ``grade batch --late`` records lateness."""
+    memory_gb: float = 4.0
+    """Memory one grading needs per node; ``grade batch --backend slurm`` asks Slurm for it."""
 
     @property
     def key(self) -> str:
@@ -85,10 +89,28 @@ class Section:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SlurmSettings:
+    """course.yml's ``slurm:`` section: how ``grade batch --backend slurm`` asks the cluster for resources."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    sbatch: tuple[str, ...] = ()
+    """Extra sbatch options, one per entry (``--constraint=a100``); written as ``#SBATCH`` lines."""
+    runner: str = "local"
+    """How each array task grades inside its allocation: 'local' or 'docker'."""
+    per_task: int = 1
+    """Submissions one array task grades in turn (fewer, longer tasks: less scheduling overhead)."""
+    gpus: str = "gres"
+    """How GPUs are requested: 'gres' (``--gres=gpu:N``) or 'gpus' (``--gpus-per-node=N``)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Course:
     title: str
     root: Path
     sections: tuple[Section, ...]
+    slurm: SlurmSettings = SlurmSettings()
 
     @property
     def exercises(self) -> tuple[Exercise, ...]:
@@ -140,13 +162,16 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
     except OSError as exc:
         raise CourseConfigError(f"{path}: cannot read: {exc.strerror}") from None
     reader = _Reader(path)
-    top = reader.mapping(root_node, "", required=("course", "sections"), optional=())
+    top = reader.mapping(root_node, "", required=("course", "sections"), optional=("slurm",))
     sections = tuple(
         reader.section(node, f"sections[{i}]")
         for i, node in enumerate(reader.seq(top["sections"], "sections"))
     )
     course = Course(
-        title=reader.string(top["course"], "course"), root=path.resolve().parent, sections=sections
+        title=reader.string(top["course"], "course"),
+        root=path.resolve().parent,
+        sections=sections,
+        slurm=reader.slurm(top["slurm"], "slurm") if "slurm" in top else SlurmSettings(),
     )
     _check_unique(reader, course)
     _check_files(reader, course, check_stubs)
@@ -261,7 +286,7 @@ class _Reader:
             node,
             where,
             required=("number", "slug", "title"),
-            optional=("files", "timeout", "parts", "deadline"),
+            optional=("files", "timeout", "parts", "deadline", "memory_gb"),
         )
         number = self.integer(f["number"], f"{where}.number", 1)
         extra: dict[str, Any] = {}
@@ -274,6 +299,8 @@ class _Reader:
             extra["timeout"] = self.number(f["timeout"], f"{where}.timeout", positive=True)
         if "deadline" in f:
             extra["deadline"] = self.deadline(f["deadline"], f"{where}.deadline")
+        if "memory_gb" in f:
+            extra["memory_gb"] = self.number(f["memory_gb"], f"{where}.memory_gb", positive=True)
         if "parts" in f:
             extra["parts"] = tuple(
                 self.part(n, f"{where}.parts[{i}]", number)
@@ -289,7 +316,7 @@ class _Reader:
 
     def part(self, node: yaml.Node, where: str, exercise: int) -> Part:
         f = self.mapping(
-            node, where, required=("name", "points", "world_sizes"), optional=("timeout", "device")
+            node, where, required=("name", "points", "world_sizes"), optional=("timeout", "device", "nodes")
         )
         sizes_where = f"{where}.world_sizes"
         sizes = tuple(self.integer(n, sizes_where, 1) for n in self.seq(f["world_sizes"], sizes_where))
@@ -303,12 +330,49 @@ class _Reader:
             if device not in DEVICES:
                 raise self.fail(f["device"], f"{where}.device", f"expected one of {', '.join(DEVICES)}")
             extra["device"] = device
+        if "nodes" in f:
+            extra["nodes"] = self.integer(f["nodes"], f"{where}.nodes", 1)
+            uneven = [s for s in sizes if s % extra["nodes"]]
+            if uneven:
+                raise self.fail(
+                    f["nodes"],
+                    f"{where}.nodes",
+                    f"world size {uneven[0]} does not split over {extra['nodes']} nodes",
+                )
         return Part(
             id=f"{exercise:02d}.{self.name(f['name'], f'{where}.name')}",
             points=self.number(f["points"], f"{where}.points", positive=False),
             world_sizes=sizes,
             **extra,
         )
+
+    def slurm(self, node: yaml.Node, where: str) -> SlurmSettings:
+        keys = ("partition", "account", "qos", "sbatch", "runner", "per_task", "gpus")
+        f = self.mapping(node, where, required=(), optional=keys)
+        found: dict[str, Any] = {
+            k: self.string(f[k], f"{where}.{k}") for k in ("partition", "account", "qos") if k in f
+        }
+        if "sbatch" in f:
+            options = [
+                self.string(n, f"{where}.sbatch[{i}]")
+                for i, n in enumerate(self.seq(f["sbatch"], f"{where}.sbatch"))
+            ]
+            for i, option in enumerate(options):
+                if not option.startswith("-"):
+                    raise self.fail(
+                        f["sbatch"],
+                        f"{where}.sbatch[{i}]",
+                        f"expected an sbatch option (--name=value), got {option!r}",
+                    )
+            found["sbatch"] = tuple(options)
+        for key, choices in (("runner", ("local", "docker")), ("gpus", ("gres", "gpus"))):
+            if key in f:
+                found[key] = self.string(f[key], f"{where}.{key}")
+                if found[key] not in choices:
+                    raise self.fail(f[key], f"{where}.{key}", f"expected one of {', '.join(choices)}")
+        if "per_task" in f:
+            found["per_task"] = self.integer(f["per_task"], f"{where}.per_task", 1)
+        return SlurmSettings(**found)
 
 
 def _check_unique(reader: _Reader, course: Course) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader import report
-from grader.batch import BatchPlan, Submission, discover, grade_all, grade_in_process
+from grader.batch import BatchPlan, BatchPool, LocalPool, PendingGrade, Submission, discover
 from grader.course import Course, Exercise
 from grader.gradebook import open_gradebook
 from grader.gradebook import record as record_grade
@@ -198,49 +198,53 @@ def batch_grade(
     late: bool,
     on_start: Callable[[int], None],
     on_result: Callable[[str, ExerciseResult], None],
+    pool: BatchPool | None = None,
 ) -> BatchOutcome:
-    """Grade every stale submission in ``submissions``; write records, gradebook, CSV, results.json, PNG."""
+    """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
+    gradebook, CSV, results.json, PNG. Only this process writes the gradebook and the reports."""
+    pool = pool or LocalPool()
     found = discover(submissions)
-    unknown = sorted(set(regrade) - {s.student for s in found})
-    if unknown:
-        raise ValueError(f"--regrade: no submission for {', '.join(unknown)} in {submissions}")
     store = RecordStore(out / "records")
-    reference = _graded_reference(plan, out)
-    suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
-    keys = {s.student: submission_key(s.path, plan.exercise, suite, runner_id) for s in found}
-    todo = [s for s in found if s.student in regrade or _stale(store.get(s.student), keys[s.student])]
+    todo = batch_todo(plan, found, store, regrade=regrade, late=late)
+    reference = _graded_reference(plan, out, pool)
     on_start(len(todo))
-
-    def finished(submission: Submission, result: ExerciseResult) -> None:
-        submitted = submission.submitted.isoformat() if late and submission.submitted else None
-        if (
-            result.verdict is not Status.ERROR
-        ):  # a grader or course failure is no grade: the next run retries it
-            store.put(Record(submission.student, keys[submission.student], result, submitted))
-        on_result(submission.student, result)
-
-    grade_all(plan, todo, finished)
+    pool.grade(plan, todo, store, on_result)
     current = {s.student for s in found}
     records = [r for r in store.all() if r.student in current]
     _write_gradebook(plan, records, reference, gradebook_url)
     report.write_batch_outputs(records, out, plan.exercise.points)
-    return BatchOutcome(records, [s.student for s in todo], out)
+    return BatchOutcome(records, [p.submission.student for p in todo], out)
+
+
+def batch_todo(
+    plan: BatchPlan, found: list[Submission], store: RecordStore, *, regrade: list[str], late: bool
+) -> list[PendingGrade]:
+    """The submissions in ``found`` with no current record in ``store``, plus those named in ``regrade``."""
+    unknown = sorted(set(regrade) - {s.student for s in found})
+    if unknown:
+        raise ValueError(f"--regrade: no submission for {', '.join(unknown)}")
+    suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
+    todo = []
+    for submission in found:
+        key = submission_key(submission.path, plan.exercise, suite, runner_id)
+        if submission.student in regrade or _stale(store.get(submission.student), key):
+            submitted = submission.submitted.isoformat() if late and submission.submitted else None
+            todo.append(PendingGrade(submission, key, submitted))
+    return todo
 
 
 def _stale(record: Record | None, key: str) -> bool:
     return record is None or record.key != key
 
 
-def _graded_reference(plan: BatchPlan, out: Path) -> ExerciseResult:
+def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool) -> ExerciseResult:
     """The reference's result under the current suite (cached in out/); refuse to go on unless it is 100 %."""
     cache = RecordStore(out / "reference")
     key = suite_hash(plan.course, plan.exercise) + _runner_id(plan.backend)
     cached = cache.get("reference")
     if cached is not None and cached.key == key:
         return cached.result
-    result = grade_in_process(
-        plan, None, "the reference solution", plan.gpu_slots[0] if plan.gpu_slots else None
-    )
+    result = pool.reference(plan)
     if not result.full_marks:
         raise SuiteError(
             f"the reference scores {result.score:g} / {result.max_score:g} under this suite, so students "

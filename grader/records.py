@@ -57,11 +57,13 @@ def submission_key(source: Path, exercise: Exercise, suite: str, runner_id: str)
 class RecordStore:
     """``folder/<student>.json``; a write is a rename of a fully written file, so a kill loses nothing."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, sweep: bool = True) -> None:
+        """``sweep``: delete partial writes left by a kill. Off where other writers may be mid-write (the
+        tasks of a Slurm array share one folder)."""
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        for partial in folder.glob(".*.tmp"):  # a write cut short by a kill: its grade was never recorded
-            partial.unlink()
+        for partial in folder.glob(".*.tmp") if sweep else ():  # a write cut short by a kill: never recorded
+            partial.unlink(missing_ok=True)
 
     def get(self, student: str) -> Record | None:
         try:
