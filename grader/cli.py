@@ -159,6 +159,11 @@ def _parser() -> argparse.ArgumentParser:
     prairielearn.add_argument("out", type=Path, help="a folder for serverFilesCourse/ and info-snippet.json")
     prairielearn.set_defaults(handler=cmd_prairielearn)
 
+    doctor = commands.add_parser(
+        "doctor", help="what this machine offers: sandbox, Docker, GPUs, NCCL, Slurm"
+    )
+    doctor.set_defaults(handler=cmd_doctor)
+
     image = commands.add_parser("image", help="grading images for --backend docker")
     image_commands = image.add_subparsers(dest="image_command", required=True)
     build = image_commands.add_parser("build", help="build the CPU image (or --cuda) from containers/")
@@ -543,6 +548,17 @@ def cmd_prairielearn(args: argparse.Namespace, course: Course, console: Console)
     console.print(
         f"wrote {args.out}: copy serverFilesCourse/ into your course, info-snippet.json into the question"
     )
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.doctor import examine
+
+    table = Table("", "found", "what it means")
+    for finding in examine():
+        mark = "[green]ok[/]" if finding.ok else "[yellow]no[/]"
+        table.add_row(f"{mark} {finding.name}", finding.detail, finding.meaning)
+    console.print(table)
     return 0
 
 

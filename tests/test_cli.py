@@ -117,6 +117,7 @@ def test_flags_are_frozen() -> None:
         "release": ["--help", "-h"],
         "gradescope": ["--help", "-h"],
         "prairielearn": ["--help", "-h"],
+        "doctor": ["--help", "-h"],
         "image": ["--help", "-h"],
     }
 
@@ -131,3 +132,15 @@ def test_list_shows_the_students_last_score(
     assert "your work in exercises/01_toy" in capsys.readouterr().out
     assert cli.main(["--course", path, "list"]) == 0
     assert "2.6 / 5" in capsys.readouterr().out
+
+
+def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixture[str]) -> None:
+    from grader import doctor, sandbox
+
+    findings = {f.name: f for f in doctor.examine()}
+    assert list(findings) == ["torch", "sandbox", "docker", "GPUs", "NCCL", "Slurm"]
+    assert findings["torch"].ok and "gloo available" in findings["torch"].detail
+    assert findings["sandbox"].ok == (sandbox.probe() is None)
+    assert all(f.meaning for f in findings.values())
+    assert grade("doctor") == 0
+    assert all(name in capsys.readouterr().out for name in findings)
