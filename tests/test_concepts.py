@@ -1,0 +1,133 @@
+"""Feedback that teaches: every test of 01, 02 and 22 names its concept; the send/recv trace reads right."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from grader import report
+from grader.harness import CommEvent, CommLog, RankResult, chunk_of, comm_trace
+from grader.results import ExerciseResult, Status, TestResult
+
+REPO = Path(__file__).parent.parent
+TAUGHT = ["01_comm_primitives", "02_ring_tree", "22_memory_budget"]
+SUITES = [
+    REPO / root / d / name
+    for d in TAUGHT
+    for root, name in (("exercises", "test_public.py"), ("solutions", "test_hidden.py"))
+]
+
+
+def collect_tests(path: Path) -> list[tuple[str, object]]:
+    spec = importlib.util.spec_from_file_location(f"concepts_{path.parent.name}_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = []
+    for name, value in vars(module).items():
+        if name.startswith("test_") and inspect.isfunction(value):
+            found.append((name, value))
+        elif name.startswith("Test") and inspect.isclass(value):
+            found += [(f"{name}.{n}", f) for n, f in vars(value).items() if n.startswith("test_")]
+    return found
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnknownMarkWarning")  # the grader registers the marks
+@pytest.mark.parametrize("suite", SUITES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_test_names_its_concept(suite: Path) -> None:
+    tests = collect_tests(suite)
+    assert tests
+    missing = [
+        name
+        for name, function in tests
+        if not any(
+            m.name == "concept" and m.args and len(m.args[0]) > 40
+            for m in getattr(function, "pytestmark", [])
+        )
+    ]
+    assert not missing, f"{suite.relative_to(REPO)}: no concept on {missing}"
+
+
+def ring_results(p: int, n: int) -> list[RankResult]:
+    """What the send/recv wrappers record for a correct ring on p ranks over an n-element tensor."""
+    starts = [sum(n // p + (j < n % p) for j in range(i)) for i in range(p + 1)]
+
+    def event(op: str, peer: int, chunk: int, scratch: bool) -> CommEvent:
+        size = starts[chunk + 1] - starts[chunk]
+        where = (0, starts[1]) if scratch else (starts[chunk], n)
+        return CommEvent(op, peer, size, size * 8, "int64", offset=where[0], storage_numel=where[1])
+
+    results = []
+    for r in range(p):
+        events = []
+        for s in range(p - 1):  # reduce-scatter: receive into a scratch buffer
+            events += [
+                event("isend", (r + 1) % p, (r - s) % p, False),
+                event("recv", (r - 1) % p, (r - s - 1) % p, True),
+            ]
+        for s in range(p - 1):  # all-gather: receive straight into the chunk
+            events += [
+                event("isend", (r + 1) % p, (r + 1 - s) % p, False),
+                event("recv", (r - 1) % p, (r - s) % p, False),
+            ]
+        results.append(RankResult(r, None, CommLog(tuple(events), ()), 0.0))
+    return results
+
+
+def test_trace_labels_scratch_receives_by_what_was_sent() -> None:
+    trace = comm_trace(ring_results(3, 7)).splitlines()
+    assert trace[1].split() == ["step", "rank", "0", "rank", "1", "rank", "2"]
+    assert trace[2].split() == [
+        "0",
+        "->1",
+        "c0",
+        "<-2",
+        "c2",
+        "->2",
+        "c1",
+        "<-0",
+        "c0",
+        "->0",
+        "c2",
+        "<-1",
+        "c1",
+    ]
+    assert trace[5].split()[:5] == ["3", "->1", "c0", "<-2", "c2"]  # all-gather step 1 of rank 0
+    assert len(trace) == 2 + 4
+
+
+def test_trace_caps_its_rows() -> None:
+    trace = comm_trace(ring_results(8, 16), max_steps=3).splitlines()
+    assert len(trace) == 2 + 3 + 1 and trace[-1].strip() == "... 11 more step(s)"
+
+
+def test_chunk_of_needs_the_exact_chunk_of_the_callers_tensor() -> None:
+    chunk1 = CommEvent("send", 1, 2, 16, "int64", offset=3, storage_numel=7)  # 7 over 3: [0:3] [3:5] [5:7]
+    assert chunk_of(chunk1, 7, 3) == 1
+    assert chunk_of(CommEvent("send", 1, 2, 16, "int64", offset=0, storage_numel=3), 7, 3) is None  # scratch
+    assert chunk_of(CommEvent("send", 1, 2, 16, "int64"), 7, 3) is None  # an older worker recorded no offset
+
+
+def test_no_colour_codes_with_no_color(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    test = TestResult(
+        name="t",
+        number="1.1",
+        part="02.ring_allreduce",
+        score=0,
+        max_score=1,
+        status=Status.FAILED,
+        output="[02.ring_allreduce] wrong\n  concept: a ring",
+    )
+    result = ExerciseResult(exercise="02", title="Ring", graded="x", device="cpu", tests=(test,))
+    path = tmp_path / "out.txt"
+    with path.open("w") as sink:
+        report.to_terminal(result, Console(file=sink, force_terminal=True, width=100))
+    text = path.read_text()
+    assert "concept: a ring" in text and "failed" in text
+    colours = [code for code in ("\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[35m", "\x1b[91m") if code in text]
+    assert not colours, repr(text[:300])
