@@ -143,4 +143,5 @@ def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixt
     assert findings["sandbox"].ok == (sandbox.probe() is None)
     assert all(f.meaning for f in findings.values())
     assert grade("doctor") == 0
-    assert all(name in capsys.readouterr().out for name in findings)
+    out = capsys.readouterr().out
+    assert all(name in out for name in findings), out
