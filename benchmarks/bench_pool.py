@@ -2,11 +2,11 @@
 
     .venv/bin/python benchmarks/bench_pool.py [EXERCISE]      # default: 02
 
-- pool (cold): a first grading run in a fresh process, forkserver start (one torch import) included;
-- pool (warm): the same run again, forkserver already up (what `grade check` gets after the first exercise);
-- spawn-per-test: a fresh `spawn` world for every test, as course harnesses usually do (torch imported
-  by every rank of every test);
-- floor: one torch import (the forkserver's preload, measured here) plus the tests' own compute.
+- pool (cold): a first grading run in a fresh process, its rank factory's start (one torch import) included;
+- pool (warm): the same run again (each run starts its own factory; the OS's file caches are warm now);
+- fresh world per test: a new factory (one torch import) and a new world for every test, the way course
+  harnesses usually run (many import torch in every rank of every test, which costs more still);
+- floor: one torch import (the factory's preload, measured here) plus the tests' own compute.
 Run it by hand on a quiet machine; figures vary by about 30 % between runs on a shared 2-core box.
 """
 
@@ -60,14 +60,14 @@ def main() -> None:
     floor = torch_import_seconds() + compute
     sizes = sorted({t.world_size for t in result.tests})
     print(f"exercise {ref}: {len(result.tests)} tests, world sizes {sizes}")
-    print(f"  pool, cold (forkserver start included): {cold:7.2f} s")
+    print(f"  pool, cold (factory start included):    {cold:7.2f} s")
     print(
         f"  pool, warm:                             {warm:7.2f} s  ({len(starts)} world starts, "
         f"{sum(s for _, s in starts):.2f} s of them)"
     )
-    print(f"  spawn-per-test:                         {spawned:7.2f} s")
+    print(f"  fresh world per test:                   {spawned:7.2f} s")
     print(f"  floor (one torch import + compute):     {floor:7.2f} s  (compute {compute:.2f} s)")
-    print(f"  spawn-per-test / pool cold: {spawned / cold:5.1f}x    pool cold / floor: {cold / floor:4.2f}x")
+    print(f"  fresh per test / pool cold: {spawned / cold:5.1f}x    pool cold / floor: {cold / floor:4.2f}x")
 
 
 if __name__ == "__main__":
