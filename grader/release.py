@@ -1,8 +1,8 @@
 """The student release: the course without solutions/ and hidden suites, and a scan that proves it.
 
-The bundle holds exercises (stubs, public tests, rank programs, READMEs), the grader, coursekit, course.yml
-and the set-up scripts. Without solutions/, ``grade exercise NN`` runs the public checks and says that the
-hidden tests run at submission.
+The bundle holds exercises (stubs, public tests, rank programs, READMEs, hints), the self-check notebooks,
+the grader, coursekit, course.yml and the set-up scripts. Without solutions/, ``grade exercise NN`` runs the
+public checks and says that the hidden tests run at submission.
 """
 
 from __future__ import annotations
@@ -12,7 +12,16 @@ from pathlib import Path
 
 from grader.course import Course
 
-SHIPPED = ("README.md", "course.yml", "pyproject.toml", "grader", "coursekit", "exercises", "scripts")
+SHIPPED = (
+    "README.md",
+    "course.yml",
+    "pyproject.toml",
+    "grader",
+    "coursekit",
+    "exercises",
+    "notebooks",
+    "scripts",
+)
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".grade", "*.egg-info")
 MIN_LEAK_CHARS = 30
 """A shared line shorter than this (``return out``, ``import torch``) is not evidence of a leak."""
