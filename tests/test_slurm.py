@@ -64,6 +64,8 @@ def driver(course: Course, subs: Path, out: Path, *flags: str) -> list[str]:
         "cpu",
         "--out",
         str(out),
+        "--gradebook",
+        f"sqlite:///{out.parent / 'gradebook.db'}",
         # the toy's 3-rank world asks for 3 CPUs; this node has 2: an admin's override, as on any cluster
         "--sbatch-arg=--cpus-per-task=1",
         *flags,
@@ -108,7 +110,21 @@ def assert_one_correct_record_each(course: Course, out: Path, expected: dict[str
     rows = {r["student"]: float(r["score"]) for r in csv.DictReader((out / "grades.csv").open())}
     assert rows == expected
     export = tmp / "gradebook.csv"
-    assert cli.main(["--course", str(course.root / "course.yml"), "export", "--csv", str(export)]) == 0
+    gradebook = f"sqlite:///{out.parent / 'gradebook.db'}"
+    assert (
+        cli.main(
+            [
+                "--course",
+                str(course.root / "course.yml"),
+                "export",
+                "--csv",
+                str(export),
+                "--gradebook",
+                gradebook,
+            ]
+        )
+        == 0
+    )
     exported = [(r["student_id"], float(r["score"])) for r in csv.DictReader(export.open())]
     assert sorted(exported) == sorted(expected.items())
 
