@@ -262,7 +262,7 @@ class SlurmPool:
         return again
 
     def _new_round(self) -> Path:
-        rounds = self.out / "slurm"
+        rounds = self.out.resolve() / "slurm"  # absolute: the script changes directory, the nodes share it
         rounds.mkdir(parents=True, exist_ok=True)
         number = 1 + max((int(p.name) for p in rounds.iterdir() if p.name.isdigit()), default=0)
         folder = rounds / f"{number:03d}"
@@ -398,7 +398,7 @@ def queue_summary(live: dict[int, tuple[str, str]]) -> str:
 
 def dry_run(plan: BatchPlan, pool: SlurmPool, todo: list[PendingGrade]) -> str:
     """The sbatch scripts and command lines a batch would submit and run; nothing is written or submitted."""
-    folder = pool.out / "slurm" / "NNN"
+    folder = pool.out.resolve() / "slurm" / "NNN"
     reference = gradeone_command(plan, None, "the reference solution", None, folder / "reference.json")
     size = pool.settings.per_task
     slices = [todo[i : i + size] for i in range(0, len(todo), size)]
@@ -425,7 +425,7 @@ def dry_run(plan: BatchPlan, pool: SlurmPool, todo: list[PendingGrade]) -> str:
             gradings=size,
             command=task_command(folder / "manifest.json"),
         ),
-        "# 3. what each task runs, in turn (records go to " + str(pool.out / "records") + "):",
+        "# 3. what each task runs, in turn (records go to " + str(pool.out.resolve() / "records") + "):",
     ]
     for index, part in enumerate(slices):
         for grade in part:
@@ -433,7 +433,9 @@ def dry_run(plan: BatchPlan, pool: SlurmPool, todo: list[PendingGrade]) -> str:
             text.append(
                 f"task {index}: "
                 + shlex.join(
-                    gradeone_command(plan, grade.submission.path, grade.submission.student, None, out)
+                    gradeone_command(
+                        plan, grade.submission.path.resolve(), grade.submission.student, None, out
+                    )
                 )
             )
     return "\n".join(text)
