@@ -29,6 +29,8 @@ LABEL = "distgpu.grader"
 START_MARGIN_S = 60.0
 """Beyond the exercise's own budget: container start, torch import, the first world."""
 MAX_LOG_BYTES = 4 << 20
+MAX_FILE_BYTES = 256 << 20
+"""No process in the container may write a larger file (RLIMIT_FSIZE), so no one file fills its /tmp."""
 
 
 class DockerRunner:
@@ -49,7 +51,8 @@ class DockerRunner:
             output, state = self._run_container(job, Path(folder))
         result = _parse(output, state, job)
         seconds = round(time.perf_counter() - started, 3)
-        return replace(result, graded=job.label, notes=(*notes, *result.notes), execution_time=seconds)
+        notes = list(dict.fromkeys((*notes, *result.notes)))  # the judge inside staged it again: same notes
+        return replace(result, graded=job.label, notes=tuple(notes), execution_time=seconds)
 
     def _run_container(self, job: GradeJob, submission: Path) -> tuple[str, dict[str, Any]]:
         token = secrets.token_hex(16)
@@ -79,7 +82,7 @@ class DockerRunner:
             container.remove(force=True)
 
     def _limits(self, job: GradeJob) -> dict[str, Any]:
-        from docker.types import DeviceRequest, LogConfig
+        from docker.types import DeviceRequest, LogConfig, Ulimit
 
         limits: dict[str, Any] = dict(
             network_mode="none",
@@ -94,6 +97,9 @@ class DockerRunner:
             cap_add=["SETUID", "SETGID", "KILL"],
             security_opt=["no-new-privileges"],
             log_config=LogConfig(type="json-file", config={"max-size": "20m"}),
+            # Any one file, rank logs included: endless output or a disk bomb gets EFBIG, and cannot fill
+            # the /tmp the judge and the next worlds of this grading still need.
+            ulimits=[Ulimit(name="fsize", soft=MAX_FILE_BYTES, hard=MAX_FILE_BYTES)],
             working_dir="/tmp",
         )
         if self.cpus:
