@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -126,10 +127,13 @@ def gradeone_command(
     plan: BatchPlan, source: Path | None, label: str, gpus: str | None, out: Path
 ) -> list[str]:
     """The command line that grades ``source`` (the reference when None) and writes its JSON to ``out``."""
+    command = [*_gradeone(plan, gpus), "--out", str(out), "--label", label]
+    return command + (["--submission", str(source)] if source else [])
+
+
+def _gradeone(plan: BatchPlan, gpus: str | None) -> list[str]:
     command = [sys.executable, "-m", "grader.gradeone", "--course", str(plan.course.root / "course.yml")]
     command += ["--exercise", plan.exercise.key, "--backend", plan.backend, "--device", plan.device]
-    command += ["--out", str(out), "--label", label]
-    command += ["--submission", str(source)] if source else []
     return command + (["--gpus", gpus] if gpus else [])
 
 
@@ -167,19 +171,121 @@ def grade_all(
     on_done: Callable[[Submission, ExerciseResult], None],
 ) -> None:
     """Grade ``todo`` on ``plan.workers`` slots; ``on_done`` runs in this thread, one result at a time."""
-    free_slots = list(plan.gpu_slots or [None] * plan.workers)
-    pending: dict[Future[ExerciseResult], tuple[Submission, str | None]] = {}
+    slots = [GradingProcess(plan, gpus) for gpus in plan.gpu_slots or [None] * plan.workers]
+    free = list(range(len(slots)))
+    pending: dict[Future[ExerciseResult], tuple[Submission, int]] = {}
     queue = list(todo)
-    with ThreadPoolExecutor(max_workers=plan.workers) as pool:
-        while queue or pending:
-            while queue and free_slots:
-                submission, slot = queue.pop(0), free_slots.pop()
-                future = pool.submit(grade_in_process, plan, submission.path, submission.student, slot)
-                pending[future] = (submission, slot)
-            done = next(as_completed(pending))
-            submission, slot = pending.pop(done)
-            free_slots.append(slot)
-            on_done(submission, done.result())
+    try:
+        with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+            while queue or pending:
+                while queue and free:
+                    submission, slot = queue.pop(0), free.pop()
+                    future = pool.submit(slots[slot].grade, submission.path, submission.student)
+                    pending[future] = (submission, slot)
+                done = next(as_completed(pending))
+                submission, slot = pending.pop(done)
+                free.append(slot)
+                on_done(submission, done.result())
+    finally:
+        for process in slots:
+            process.close()
+
+
+class GradingProcess:
+    """One batch slot's ``python -m grader.gradeone --serve``: started on first use, replaced when it dies
+    or overruns, and recycled every ``JOBS_PER_PROCESS`` gradings (a long-lived judge must not grow)."""
+
+    JOBS_PER_PROCESS = 50
+
+    def __init__(self, plan: BatchPlan, gpus: str | None) -> None:
+        self.plan, self.gpus = plan, gpus
+        self._process: subprocess.Popen[bytes] | None = None
+        self._replies = -1
+        self._jobs = 0
+        self._folder = tempfile.TemporaryDirectory(prefix="distgpu-batch-")
+        self._stderr = Path(self._folder.name) / "stderr.log"
+
+    def grade(self, source: Path | None, label: str) -> ExerciseResult:
+        """Grade ``source`` (None: the reference); a process that died without a result gets one retry."""
+        out = Path(self._folder.name) / "result.json"
+        out.unlink(missing_ok=True)
+        deadline = self.plan.exercise.timeout + PROCESS_MARGIN_S
+        for _attempt in range(2):
+            if self._process is None or self._jobs >= self.JOBS_PER_PROCESS:
+                self._restart()
+            assert self._process is not None and self._process.stdin is not None
+            job = {"submission": str(source) if source else None, "label": label, "out": str(out)}
+            try:
+                self._process.stdin.write((json.dumps(job) + "\n").encode())
+                self._process.stdin.flush()
+            except BrokenPipeError:
+                self._stop()
+                continue
+            self._jobs += 1
+            answered = self._await_reply(deadline)
+            if answered is None:
+                self._stop()
+                return ExerciseResult.for_every_part(
+                    exercise=self.plan.exercise,
+                    status=Status.TIMEOUT,
+                    graded=label,
+                    device=self.plan.device,
+                    reason=f"grading did not finish within {deadline:g} s",
+                )
+            if answered:
+                break
+            self._stop()  # it died mid-job: infrastructure, so the job runs once more in a new process
+        return read_result(out, self.plan, label, _read_tail(self._stderr))
+
+    def close(self) -> None:
+        self._stop()
+        self._folder.cleanup()
+
+    def _await_reply(self, timeout_s: float) -> bool | None:
+        """True when the job's reply came, False when the process ended first, None on the deadline."""
+        ready, _, _ = select.select([self._replies], [], [], timeout_s)
+        if not ready:
+            return None
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = os.read(self._replies, 4096)
+            if not chunk:
+                return False
+            line += chunk
+        return True
+
+    def _restart(self) -> None:
+        self._stop()
+        replies_r, replies_w = os.pipe()
+        command = [*_gradeone(self.plan, self.gpus), "--serve", str(replies_w)]
+        with open(self._stderr, "ab") as stderr:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                pass_fds=(replies_w,),
+                preexec_fn=_die_with_parent,
+            )
+        os.close(replies_w)
+        self._replies, self._jobs = replies_r, 0
+
+    def _stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.kill()
+        self._process.wait()
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        os.close(self._replies)
+        self._process, self._replies = None, -1
+
+
+def _read_tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-2000:]
+    except FileNotFoundError:
+        return ""
 
 
 @dataclass(frozen=True)

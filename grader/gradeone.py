@@ -1,9 +1,14 @@
-"""Grade one submission in a process of its own and write the result as JSON (for ``grade batch``).
+"""Grade submissions in a process of their own and write each result as JSON (for ``grade batch``).
 
     python -m grader.gradeone --course course.yml --exercise 02 --submission alice.zip --backend docker \\
-        --out result.json [--gpus 0,1] [--solution]
+        --out result.json [--gpus 0,1]
+    python -m grader.gradeone --course course.yml --exercise 02 --backend local --serve FD
 
-A batch runs one of these per submission, so a grading that wedges or dies costs that submission alone.
+The first form grades one submission. With ``--serve``, the process grades job after job, one JSON line
+each on stdin (``{"submission": path or null, "label": ..., "out": ...}``), and writes one line to file
+descriptor FD when a job's result is in place: a batch slot keeps one such process, so torch and the grader
+are imported once per slot rather than once per submission. Either way a grading that wedges or dies costs
+only what that process held, and the batch driver replaces it.
 """
 
 from __future__ import annotations
@@ -14,31 +19,61 @@ import os
 import sys
 from pathlib import Path
 
-from grader.course import load_course
-from grader.runners import GradeJob, SuiteError, make_runner
+from grader.course import Course, Exercise, load_course
+from grader.runners import GradeJob, Runner, SuiteError, make_runner
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.gradeone")
-    for flag in ("--course", "--exercise", "--backend", "--device", "--out", "--label"):
+    for flag in ("--course", "--exercise", "--backend", "--device"):
         parser.add_argument(flag, required=True)
+    parser.add_argument("--out")
+    parser.add_argument("--label")
     parser.add_argument("--submission", type=Path)
     parser.add_argument("--gpus", help="comma-separated GPU ids this grading may use")
+    parser.add_argument("--serve", type=int, metavar="FD", help="grade jobs from stdin; report on FD")
     args = parser.parse_args(argv)
     if args.gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
     course = load_course(Path(args.course))
     exercise = course.find(args.exercise)
-    source = args.submission or course.solution_dir(exercise)
-    job = GradeJob(course=course, exercise=exercise, source=source, label=args.label, device=args.device)
+    runner = make_runner(args.backend)
+    if args.serve is None:
+        grade_one(course, exercise, runner, args.device, args.submission, args.label, Path(args.out))
+        return 0
+    with open(args.serve, "w", buffering=1) as replies:
+        for line in sys.stdin:
+            job = json.loads(line)
+            source = Path(job["submission"]) if job["submission"] else None
+            grade_one(course, exercise, runner, args.device, source, job["label"], Path(job["out"]))
+            replies.write(json.dumps({"out": job["out"]}) + "\n")
+    return 0
+
+
+def grade_one(
+    course: Course,
+    exercise: Exercise,
+    runner: Runner,
+    device: str,
+    source: Path | None,
+    label: str,
+    out: Path,
+) -> None:
+    """Grade ``source`` (None: the reference); write ``{"result": ...}`` or ``{"suite_error": ...}``."""
+    job = GradeJob(
+        course=course,
+        exercise=exercise,
+        source=source or course.solution_dir(exercise),
+        label=label,
+        device=device,
+    )
     try:
-        payload = {"result": make_runner(args.backend).run(job).to_dict()}
+        payload = {"result": runner.run(job).to_dict()}
     except SuiteError as exc:
         payload = {"suite_error": str(exc)}
-    tmp = Path(args.out + ".tmp")
+    tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps(payload))
-    tmp.replace(args.out)
-    return 0
+    tmp.replace(out)
 
 
 if __name__ == "__main__":
