@@ -87,8 +87,8 @@ class Sandbox:
             elif Path(f"/{name}").is_dir():
                 cmd += ["--ro-bind", f"/{name}", f"/{name}"]
         cmd += ["--proc", "/proc", "--dev", "/dev"]
-        cmd += ["--size", str(self.tmpfs_bytes), "--tmpfs", "/tmp"]
-        cmd += ["--size", str(self.tmpfs_bytes), "--tmpfs", "/dev/shm"]
+        for tmp in ("/tmp", "/dev/shm"):  # writable by every uid, as on the host
+            cmd += ["--perms", "1777", "--size", str(self.tmpfs_bytes), "--tmpfs", tmp]
         for name in _ETC_FILES:
             if Path("/etc", name).exists():
                 cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
@@ -184,7 +184,8 @@ def _parents_to_create(paths: list[Path]) -> list[Path]:
     """Ancestors of the bind targets that the sandbox lacks (its root holds only /usr, /tmp and the like)."""
     present = {Path("/"), Path("/usr"), Path("/tmp"), Path("/dev"), Path("/proc"), Path("/sys"), Path("/etc")}
     parents = {parent for path in paths for parent in path.parents} - present
-    wanted = (p for p in parents if not any(p.is_relative_to(q) for q in present - {Path("/")}))
+    mounted = present - {Path("/"), Path("/tmp")}  # /tmp starts empty: folders under it must be made
+    wanted = (p for p in parents if not any(p.is_relative_to(q) for q in mounted))
     return sorted(wanted, key=lambda p: len(p.parts))
 
 

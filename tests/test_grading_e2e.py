@@ -61,7 +61,8 @@ def test_deadlock_is_a_timeout_that_names_rank_collective_and_line(
     where = "blocked in dist.send at toy.py:9 in allreduce: dist.send(tensor, (rank + 1) % size)"
     assert f"ranks 0, 1 (of 2) {where}" in hung.output
     # Two world sizes hang once each (4 s + stack dump); the other hanging tests are not started.
-    assert elapsed < 2 * 4 + 5 + 5
+    # The margin covers the rank factory's start and two world restarts on a loaded 2-core machine.
+    assert elapsed < 2 * 4 + 5 + 10
 
 
 def test_a_rank_that_skips_the_collective_is_named(runner: LocalRunner, toy_course: Course) -> None:

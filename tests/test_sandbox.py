@@ -39,6 +39,12 @@ def _probe():
     except OSError as exc:
         seen["submission"] = type(exc).__name__
     try:
+        import tempfile
+        with tempfile.NamedTemporaryFile():
+            seen["tmp"] = "writable"
+    except OSError as exc:
+        seen["tmp"] = type(exc).__name__
+    try:
         socket.create_connection(("1.1.1.1", 53), timeout=2)
         seen["network"] = "open"
     except OSError as exc:
@@ -102,6 +108,7 @@ def test_a_rank_sees_none_of_the_judges_secrets_files_or_network(
     assert seen["solutions"] == "FileNotFoundError"  # not mounted at all
     assert seen["submission"] == "OSError"  # read-only
     assert seen["network"] == "OSError"  # no route: only loopback exists
+    assert seen["tmp"] == "writable"  # a private tmpfs, as honest code expects
     assert "DISTGPU_GRADER_SECRET" not in seen["env"] and SECRET not in seen["pid1_environ"]
     assert len(seen["pids"]) < 20  # its own pid namespace: bwrap's init, the factory, the ranks
     if os.geteuid() == 0:
