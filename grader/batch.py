@@ -100,27 +100,12 @@ def make_plan(
 
 
 def grade_in_process(plan: BatchPlan, source: Path | None, label: str, gpus: str | None) -> ExerciseResult:
-    """Run ``python -m grader.gradeone`` and read its JSON; a process that overruns becomes a timeout."""
-    with tempfile.TemporaryDirectory(prefix="distgpu-batch-") as folder:
-        out = Path(folder) / "result.json"
-        command = gradeone_command(plan, source, label, gpus, out)
-        deadline = plan.exercise.timeout + PROCESS_MARGIN_S
-        try:
-            for _attempt in range(2):  # a process that died without a result (infrastructure) gets one retry
-                done = subprocess.run(
-                    command, timeout=deadline, preexec_fn=_die_with_parent, capture_output=True, check=False
-                )
-                if out.exists():
-                    break
-        except subprocess.TimeoutExpired:
-            return ExerciseResult.for_every_part(
-                exercise=plan.exercise,
-                status=Status.TIMEOUT,
-                graded=label,
-                device=plan.device,
-                reason=f"grading did not finish within {deadline:g} s",
-            )
-        return read_result(out, plan, label, done.stderr.decode(errors="replace"))
+    """Grade one submission in a grading process of its own (the reference when ``source`` is None)."""
+    process = GradingProcess(plan, gpus)
+    try:
+        return process.grade(source, label)
+    finally:
+        process.close()
 
 
 def gradeone_command(
