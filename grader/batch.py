@@ -264,6 +264,19 @@ class GradingProcess:
             self._process.stdin.close()
         os.close(self._replies)
         self._process, self._replies = None, -1
+        if self.plan.backend == "docker":
+            _sweep_containers()
+
+
+def _sweep_containers() -> None:
+    """Remove the containers of grading processes that are gone: one killed mid-grading (overrun, batch end)
+    leaves its container running, and so may one killed with an earlier batch while Docker was still
+    creating it."""
+    import docker
+
+    from grader.runners.docker import sweep_leftovers
+
+    sweep_leftovers(docker.from_env())
 
 
 def _read_tail(path: Path) -> str:

@@ -347,8 +347,14 @@ def _selects(selector: str, test) -> bool:  # type: ignore[no-untyped-def]
     return part in test.part and (not size or test.world_size == int(size))
 
 
-def expected_status(expect: dict, test) -> str:  # type: ignore[no-untyped-def]
-    return next(status for sel, status in expect["tests"].items() if _selects(sel, test))
+def allowed(status: str | list[str]) -> list[str]:
+    """An item may accept more than one verdict where two are equally right (a fork bomb: out of memory or
+    out of time, whichever limit it reaches first)."""
+    return status if isinstance(status, list) else [status]
+
+
+def expected_status(expect: dict, test) -> list[str]:  # type: ignore[no-untyped-def]
+    return allowed(next(status for sel, status in expect["tests"].items() if _selects(sel, test)))
 
 
 @pytest.mark.parametrize(("corpus", "item_id"), _item_params(), indirect=["corpus"])
@@ -361,11 +367,12 @@ def test_item_gets_its_verdict_one_record_and_no_more_time(corpus: CorpusRun, it
     result = corpus.results[item_id]
     got = {t.name: str(t.status) for t in result.tests}
     want = {t.name: expected_status(expect, t) for t in result.tests}
-    assert got == want, "\n".join(f"{n}: {got[n]} (expected {want[n]})" for n in got if got[n] != want[n])
-    assert str(result.verdict) == expect["verdict"]
-    assert result.score == pytest.approx(sum(t.max_score for t in result.tests if want[t.name] == "passed"))
+    wrong = [f"{n}: {got[n]} (expected {' or '.join(want[n])})" for n in got if got[n] not in want[n]]
+    assert not wrong, "\n".join(wrong)
+    assert str(result.verdict) in allowed(expect["verdict"])
+    assert result.score == pytest.approx(sum(t.max_score for t in result.tests if want[t.name] == ["passed"]))
     text = "\n".join([*(t.output for t in result.tests), *result.notes])
-    assert expect["message"] in text, f"{expect['message']!r} not in:\n{text[:3000]}"
+    assert any(m in text for m in allowed(expect["message"])), f"{expect['message']!r} not in:\n{text[:3000]}"
     assert corpus.record_files[item_id] == 1 and corpus.records[item_id].result == result
     leaked = [kind for kind, canary in corpus.canaries.items() if canary in str(result.to_dict())]
     assert not leaked, f"{item_id} got these secrets out: {leaked}"

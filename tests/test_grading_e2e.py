@@ -72,6 +72,17 @@ def test_a_rank_that_skips_the_collective_is_named(runner: LocalRunner, toy_cour
     assert "rank 0/2 blocked in dist.recv at toy.py:10 in allreduce: dist.recv(tensor, src=1)" in hung.output
 
 
+def test_a_hang_caused_by_a_rank_that_raised_reports_that_error_first(
+    runner: LocalRunner, toy_course: Course
+) -> None:
+    result = grade(runner, toy_course, "raise_one")
+    hung = next(t for t in result.tests if "timed out" in t.output)
+    assert "rank(s) 0 still running; rank(s) 1 finished" in hung.output
+    cause = "first, rank 1/2 raised IndexError: chunk 2 is out of range (at toy.py:8 in allreduce)"
+    assert cause in hung.output
+    assert hung.output.index(cause) < hung.output.index("rank 0/2 blocked in dist.recv at toy.py:9")
+
+
 def test_a_crashing_rank_is_reported_with_its_exit_code(runner: LocalRunner, toy_course: Course) -> None:
     result = grade(runner, toy_course, "crash")
     assert statuses(result, "01.allreduce") == {Status.CRASHED}

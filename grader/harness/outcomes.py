@@ -138,7 +138,7 @@ def rank_results(replies: dict[int, Any]) -> list[RankResult]:
     """Turn decoded replies into ``RankResult``s, or raise the most telling rank's error."""
     failed = {rank: reply for rank, reply in replies.items() if not reply.get("ok")}
     if failed:
-        raise _failure(failed, len(replies))
+        raise failure(failed, len(replies))
     return [_rank_result(rank, replies[rank]) for rank in sorted(replies)]
 
 
@@ -148,7 +148,9 @@ def _rank_result(rank: int, reply: dict[str, Any]) -> RankResult:
     return RankResult(rank, reply["value"], CommLog(events, tuple(comm["collectives"])), reply["seconds"])
 
 
-def _failure(failed: dict[int, Any], world_size: int) -> RankFailure:
+def failure(failed: dict[int, Any], world_size: int) -> RankFailure:
+    """The most telling of the failed ranks' errors: a rank's own, before one caused by a peer's failure."""
+
     def knock_on(rank: int) -> bool:
         return any(m in failed[rank]["error"]["message"] for m in _KNOCK_ON_MARKERS)
 

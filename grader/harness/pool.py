@@ -18,7 +18,7 @@ from typing import Any
 
 from grader.harness import wire
 from grader.harness.factory import FactoryError, RankFactory, RankProcess
-from grader.harness.outcomes import RankResult, WorldCrashed, WorldTimeout, rank_results
+from grader.harness.outcomes import RankResult, WorldCrashed, WorldTimeout, failure, rank_results
 from grader.harness.stacks import where_stuck
 from grader.harness.worker import WorkerSpec
 from grader.sandbox import RankLimits, Sandbox
@@ -61,6 +61,7 @@ class Pool:
         self.config = config
         self.factory = factory
         self._ranks: list[_Rank] = []
+        self._answered: dict[int, Any] = {}
         self.start_seconds = 0.0
 
     # -----------------------------------------------------------------------------------------------------
@@ -154,6 +155,7 @@ class Pool:
     def _collect(self, deadline: float) -> dict[int, Any] | None:
         """Wait for one reply per rank. ``None`` on deadline; ``WorldCrashed`` when a rank dies first."""
         replies: dict[int, Any] = {}
+        self._answered = replies  # what the finished ranks said, for the timeout's report
         self._pending = [r for r in self._ranks]
         while self._pending:
             remaining = deadline - time.monotonic()
@@ -203,6 +205,10 @@ class Pool:
             place = where_stuck(_read(rank.spec.stack_path), self.config.impl_dir)
             ranks_by_place.setdefault(place, []).append(rank.spec.rank)
         lines = [f"  {_rank_list(ranks, self.size)} {place}" for place, ranks in ranks_by_place.items()]
+        failed = {rank: reply for rank, reply in self._answered.items() if not reply.get("ok")}
+        if failed:  # a rank that raised left its peers waiting for it: its error is the cause, say it first
+            cause = failure(failed, self.size)
+            lines.insert(0, f"  first, rank {cause.rank}/{self.size} raised {cause}")
         self.kill()
         return WorldTimeout(timeout_s, [r.spec.rank for r in stuck], finished, lines)
 

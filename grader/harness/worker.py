@@ -97,6 +97,7 @@ def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> Non
     _redirect_output(spec.log_path)
     stack_file = open(spec.stack_path, "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    _first_to_go_on_oom()
     if spec.run_as_uid is not None:
         _drop_privileges(spec.run_as_uid)
     if spec.limits is not None:
@@ -116,6 +117,17 @@ def _die_with_parent() -> None:
     if sys.platform == "linux":
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _first_to_go_on_oom() -> None:
+    """Make this rank, and all it forks, the OOM killer's first choice: a submission that exhausts the memory
+    it shares with the judge (a Docker container's limit, the host's) loses its ranks, never the judge that
+    reports it. Raising one's own score needs no privilege; it must happen before the uid drop, which makes
+    /proc/self root's."""
+    try:
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:  # not Linux, or /proc not mounted
+        pass
 
 
 def _drop_privileges(uid: int) -> None:
