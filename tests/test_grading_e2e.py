@@ -40,6 +40,17 @@ def test_ranks_are_started_once_per_world_size(runner: LocalRunner, toy_course: 
     assert sorted(size for size, _ in runner.last_pools.starts) == [1, 2, 3]
 
 
+def test_ranks_that_leave_threads_running_are_replaced_for_the_next_test(
+    runner: LocalRunner, toy_course: Course
+) -> None:
+    result = grade(runner, toy_course, "lingering")
+    assert result.full_marks
+    assert runner.last_pools is not None
+    starts = sorted(size for size, _ in runner.last_pools.starts)
+    allreduce_tests = {t.world_size for t in result.tests if t.part == "01.allreduce"}
+    assert all(starts.count(size) >= 2 for size in allreduce_tests if size > 1), starts
+
+
 def test_wrong_sum_loses_exactly_the_value_checks(runner: LocalRunner, toy_course: Course) -> None:
     result = grade(runner, toy_course, "wrong")
     failed = [t for t in result.tests if t.status is Status.FAILED]

@@ -148,8 +148,10 @@ class Pool:
         replies = self._collect(time.monotonic() + timeout_s)
         if replies is None:
             raise self._timeout(timeout_s)
-        if _may_be_poisoned(replies):
-            self.kill()  # an asymmetric failure leaves gloo pairs broken: the next test gets fresh ranks
+        if _may_be_poisoned(replies) or any(r.get("lingering") for r in replies.values()):
+            # an asymmetric failure leaves gloo pairs broken, and threads or processes a task left behind
+            # would run on into the next tests (and use up their pids): the next test gets fresh ranks
+            self.kill()
         return rank_results(replies)
 
     def _collect(self, deadline: float) -> dict[int, Any] | None:

@@ -15,6 +15,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -206,19 +207,32 @@ def _run_task(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> bytes
     started = time.perf_counter()
     try:
         value = _dispatch(ctx, spec, task)
-        reply = {"ok": True, "value": value}
-        frame = wire.encode(reply | {"comm": comm.RECORDER.summary(), "seconds": _since(started)})
+        frame = wire.encode({"ok": True, "value": value} | _aftermath(started))
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the student cannot end the rank
-        reply = {"ok": False, "error": _describe(exc, spec.impl_dir)}
-        frame = wire.encode(reply | {"comm": comm.RECORDER.summary(), "seconds": _since(started)})
+        frame = wire.encode({"ok": False, "error": _describe(exc, spec.impl_dir)} | _aftermath(started))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
     return frame
 
 
+def _aftermath(started: float) -> dict[str, Any]:
+    """What every reply carries besides the outcome: the traffic, the time, and whether anything lingers."""
+    return {"comm": comm.RECORDER.summary(), "seconds": _since(started), "lingering": _lingering()}
+
+
 def _since(started: float) -> float:
     return time.perf_counter() - started
+
+
+def _lingering() -> bool:
+    """Whether the task left a Python thread or a child process running (the judge then ends this world)."""
+    if threading.active_count() > 1:
+        return True
+    try:
+        return any((task / "children").read_text().strip() for task in Path("/proc/self/task").iterdir())
+    except OSError:  # not Linux, or a kernel without /proc/PID/task/TID/children
+        return False
 
 
 def _dispatch(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> Any:
