@@ -40,7 +40,7 @@ def test_ranks_are_started_once_per_world_size(runner: LocalRunner, toy_course: 
     assert sorted(size for size, _ in runner.last_pools.starts) == [1, 2, 3]
 
 
-def test_ranks_that_leave_threads_running_are_replaced_for_the_next_test(
+def test_ranks_that_leave_many_threads_running_are_replaced_for_the_next_test(
     runner: LocalRunner, toy_course: Course
 ) -> None:
     result = grade(runner, toy_course, "lingering")

@@ -26,6 +26,10 @@ from grader.sandbox import RankLimits, Sandbox
 MAX_REPLY_BYTES = 1 << 30
 STACK_DUMP_WAIT_S = 1.0
 START_TIMEOUT_S = 120.0
+MAX_LINGERING = 32
+"""Threads and child processes a rank may keep running after a task and still serve the next test. A few
+(a logging thread, a helper process) are harmless; thousands (a thread or fork bomb) would leave the next
+test without pids. Past this, the world is replaced after the test, not reused."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ class Pool:
         self._ranks: list[_Rank] = []
         self._answered: dict[int, Any] = {}
         self.start_seconds = 0.0
+        self.retired = False
+        """Set when a task left too much running in a rank: the world serves no further test."""
 
     # -----------------------------------------------------------------------------------------------------
     # life cycle
@@ -148,10 +154,10 @@ class Pool:
         replies = self._collect(time.monotonic() + timeout_s)
         if replies is None:
             raise self._timeout(timeout_s)
-        if _may_be_poisoned(replies) or any(r.get("lingering") for r in replies.values()):
-            # an asymmetric failure leaves gloo pairs broken, and threads or processes a task left behind
-            # would run on into the next tests (and use up their pids): the next test gets fresh ranks
-            self.kill()
+        if _may_be_poisoned(replies):
+            self.kill()  # an asymmetric failure leaves gloo pairs broken: the next test gets fresh ranks
+        if any(r.get("lingering", 0) > MAX_LINGERING for r in replies.values()):
+            self.retired = True  # this test may go on with it; the next one gets fresh ranks
         return rank_results(replies)
 
     def _collect(self, deadline: float) -> dict[int, Any] | None:
@@ -257,7 +263,7 @@ class Pools:
 
     def get(self, size: int) -> Pool:
         pool = self._pools.get(size)
-        if pool is None or not pool.alive or not self.reuse:
+        if pool is None or not pool.alive or pool.retired or not self.reuse:
             if pool is not None:
                 pool.stop()
             pool = self._pools[size] = self._started(size)

@@ -225,14 +225,15 @@ def _since(started: float) -> float:
     return time.perf_counter() - started
 
 
-def _lingering() -> bool:
-    """Whether the task left a Python thread or a child process running (the judge then ends this world)."""
-    if threading.active_count() > 1:
-        return True
+def _lingering() -> int:
+    """How many Python threads and child processes the rank has running besides its main thread."""
+    count = threading.active_count() - 1
     try:
-        return any((task / "children").read_text().strip() for task in Path("/proc/self/task").iterdir())
+        for task in Path("/proc/self/task").iterdir():
+            count += len((task / "children").read_text().split())
     except OSError:  # not Linux, or a kernel without /proc/PID/task/TID/children
-        return False
+        pass
+    return count
 
 
 def _dispatch(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> Any:
