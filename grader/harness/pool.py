@@ -68,7 +68,8 @@ class Pool:
         self._answered: dict[int, Any] = {}
         self.start_seconds = 0.0
         self.retired = False
-        """Set when a task left too much running in a rank: the world serves no further test."""
+        """Set when a task left too much running in a rank: the world serves no further test, and is stopped
+        before the next one starts."""
 
     # -----------------------------------------------------------------------------------------------------
     # life cycle
@@ -262,8 +263,12 @@ class Pools:
         """(world size, seconds) for every start, for reports and benchmarks."""
 
     def get(self, size: int) -> Pool:
+        """The world of ``size`` ranks for the next test. Worlds retired by the last test go first, whatever
+        their size: what they left running must not hold the pids and memory this world needs."""
+        for retired in [s for s, p in self._pools.items() if p.retired]:
+            self._pools.pop(retired).stop()
         pool = self._pools.get(size)
-        if pool is None or not pool.alive or pool.retired or not self.reuse:
+        if pool is None or not pool.alive or not self.reuse:
             if pool is not None:
                 pool.stop()
             pool = self._pools[size] = self._started(size)
