@@ -73,11 +73,15 @@ class Sandbox:
     readable: tuple[Path, ...]
     writable: tuple[Path, ...]
     tmpfs_bytes: int = 1 << 30
+    network: bool = False
+    """Share the host's network and host name: ranks of a multi-node world must reach their peers."""
 
     def wrap(self, argv: list[str], env: dict[str, str]) -> list[str]:
         """The bwrap command line that runs ``argv`` inside, with exactly ``env``."""
-        cmd = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
-        cmd += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "distgpu-rank"]
+        cmd = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-cgroup-try", "--die-with-parent"]
+        cmd += ["--new-session"]
+        if not self.network:
+            cmd += ["--unshare-net", "--unshare-uts", "--hostname", "distgpu-rank"]
         if os.geteuid() != 0:
             cmd += ["--unshare-user", "--cap-drop", "ALL"]
         cmd += ["--ro-bind", "/usr", "/usr"]
@@ -116,6 +120,13 @@ def for_grading_run(impl_dir: Path, programs_dir: Path, scratch_dir: Path) -> Sa
     return Sandbox(readable=tuple(readable), writable=(scratch_dir,))
 
 
+def for_node_agent(scratch_dir: Path) -> Sandbox:
+    """The sandbox of a rank factory on another node (``harness.agent``): the runtime and course code
+    read-only, its scratch (where it stages the submission) writable, and the network."""
+    readable = [*_python_runtime(), *_package_dirs("grader", "coursekit")]
+    return Sandbox(readable=tuple(readable), writable=(scratch_dir,), network=True)
+
+
 def minimal_env() -> dict[str, str]:
     """What ranks inherit: enough to run Python and torch, none of the judge's variables."""
     env = {
@@ -128,7 +139,7 @@ def minimal_env() -> dict[str, str]:
     for key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         if key in os.environ:
             env[key] = os.environ[key]
-    env.update({k: v for k, v in os.environ.items() if k.startswith("NCCL_")})
+    env.update({k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "GLOO_SOCKET_"))})
     return env
 
 

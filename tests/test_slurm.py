@@ -98,7 +98,7 @@ def queue(job: str) -> list[tuple[str, str, str]]:
 
 
 def node_state() -> str:
-    return subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    return subprocess.run(["sinfo", "-h", "-n", "n0", "-o", "%T"], capture_output=True, text=True).stdout.strip()
 
 
 def scontrol(*args: str) -> None:
@@ -148,18 +148,18 @@ def test_30_submissions_through_a_job_array_with_a_requeued_task_and_a_drained_n
         scontrol("requeue", f"{job}_{running}")
         scontrol("update", f"JobId={job}_{running}", "StartTime=now")  # skip Slurm's 2-minute requeue delay
 
-        scontrol("update", "NodeName=localhost", "State=DRAIN", "Reason=distgpu-test")
+        scontrol("update", "NodeName=n0", "State=DRAIN", "Reason=distgpu-test")
         wait_for("the node drained", lambda: node_state() == "drained", batch)
         held = len(records(out))
         time.sleep(3)
         assert len(records(out)) == held < 30, "a drained node ran a task"
         assert all(s == "PENDING" for _, s, _ in queue(job))
-        scontrol("update", "NodeName=localhost", "State=RESUME")
+        scontrol("update", "NodeName=n0", "State=RESUME")
 
         output, _ = batch.communicate(timeout=900)
     finally:
         if node_state() != "idle":
-            scontrol("update", "NodeName=localhost", "State=RESUME")
+            scontrol("update", "NodeName=n0", "State=RESUME")
         batch.kill()
     text = " ".join(output.decode().split())
     assert batch.returncode == 0, text

@@ -95,6 +95,17 @@ class RankFactory:
         self._sock.send(json.dumps(config).encode())
         self._receive(START_TIMEOUT_S, "start")
 
+    def place(self, spec: WorkerSpec) -> WorkerSpec:
+        """``spec`` as the rank sees it: here, unchanged (a ``remote.NodeRankFactory`` maps paths)."""
+        return spec
+
+    def read(self, path: Path, limit: int = 100_000) -> str:
+        """The end of a file a rank wrote (its log, a stack dump); '' if it has none."""
+        try:
+            return path.read_text(errors="replace")[-limit:]
+        except FileNotFoundError:
+            return ""
+
     def fork(self, spec: WorkerSpec) -> tuple[RankProcess, Connection, Connection]:
         """Start one rank; returns it with the judge's ends of its task and reply pipes."""
         task_recv, task_send = Pipe(duplex=False)

@@ -127,7 +127,7 @@ class GradingPlugin:
         part = self._part_of(request.node)
         assert part is not None
         self._refuse_to_start(part, size)
-        return World(self.pools.get(size), part.timeout)
+        return World(self.pools.get(size, part.nodes), part.timeout)
 
     @pytest.fixture
     def reference(self) -> Callable[[str], ModuleType]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from grader.harness import wire
 from grader.harness.factory import FactoryError, RankFactory, RankProcess
+from grader.harness.remote import NodeRankFactory, Switchboard
 from grader.harness.outcomes import RankResult, WorldCrashed, WorldTimeout, failure, rank_results
 from grader.harness.stacks import where_stuck
 from grader.harness.worker import WorkerSpec
@@ -49,21 +50,28 @@ class WorldConfig:
     limits: RankLimits | None = None
 
 
+Factory = RankFactory | NodeRankFactory
+
+
 @dataclass
 class _Rank:
     process: RankProcess
     tasks: Connection
     replies: Connection
     spec: WorkerSpec
+    factory: Factory
 
 
 class Pool:
-    """``size`` live rank workers. Not thread-safe; one task at a time."""
+    """``size`` live rank workers. Not thread-safe; one task at a time.
 
-    def __init__(self, size: int, config: WorldConfig, factory: RankFactory) -> None:
+    ``factories`` holds one rank factory per node: ranks are split over them in contiguous blocks (ranks
+    0..k-1 on the first), as torchrun and Slurm place them."""
+
+    def __init__(self, size: int, config: WorldConfig, factories: list[Factory]) -> None:
         self.size = size
         self.config = config
-        self.factory = factory
+        self.factories = factories
         self._ranks: list[_Rank] = []
         self._answered: dict[int, Any] = {}
         self.start_seconds = 0.0
@@ -86,6 +94,8 @@ class Pool:
         self.start_seconds = time.perf_counter() - started
 
     def _start_rank(self, rank: int, run_dir: Path) -> _Rank:
+        per_node = self.size // len(self.factories)
+        factory = self.factories[rank // per_node]
         spec = WorkerSpec(
             rank=rank,
             world_size=self.size,
@@ -98,10 +108,12 @@ class Pool:
             stack_path=run_dir / f"rank{rank}.stack",
             pg_timeout_s=self.config.pg_timeout_s,
             run_as_uid=self.config.run_as_uid,
-            limits=None if self.config.limits is None else self.config.limits.for_rank(self.size),
+            limits=None if self.config.limits is None else self.config.limits.for_rank(per_node),
+            local_rank=rank % per_node,
         )
-        process, tasks, replies = self.factory.fork(spec)
-        return _Rank(process, tasks, replies, spec)
+        spec = factory.place(spec)
+        process, tasks, replies = factory.fork(spec)
+        return _Rank(process, tasks, replies, spec, factory)
 
     def _await_ready(self) -> None:
         replies = self._collect(time.monotonic() + START_TIMEOUT_S)
@@ -131,18 +143,22 @@ class Pool:
         If the factory cannot do it (it died, or stopped answering), the factory is ended instead, and with
         it, in a sandbox, every process inside.
         """
-        processes = [rank.process for rank in self._ranks]
-        try:
-            self.factory.signal(processes, signal.SIGKILL, group=True)
-        except FactoryError:
-            self.factory.close()
-        deadline = time.monotonic() + 5.0
-        if any(p.join(max(0.0, deadline - time.monotonic())) is None for p in processes):
-            self.factory.close()
+        for factory in self.factories:
+            self._kill_on(factory, [rank.process for rank in self._ranks if rank.factory is factory])
         for rank in self._ranks:
             rank.tasks.close()
             rank.replies.close()
         self._ranks = []
+
+    @staticmethod
+    def _kill_on(factory: Factory, processes: list[RankProcess]) -> None:
+        try:
+            factory.signal(processes, signal.SIGKILL, group=True)
+        except FactoryError:
+            factory.close()
+        deadline = time.monotonic() + 5.0
+        if any(p.join(max(0.0, deadline - time.monotonic())) is None for p in processes):
+            factory.close()
 
     # -----------------------------------------------------------------------------------------------------
     # tasks
@@ -199,19 +215,20 @@ class Pool:
             how = f"was killed by signal {signal.Signals(-code).name}"
         else:
             how = f"exited with code {code}"
-        return WorldCrashed(rank.spec.rank, self.size, how, log_tail=_tail(rank.spec.log_path))
+        return WorldCrashed(rank.spec.rank, self.size, how, log_tail=rank.factory.read(rank.spec.log_path, 2000))
 
     def _timeout(self, timeout_s: float) -> WorldTimeout:
         stuck = [r for r in self._pending]
-        try:
-            self.factory.signal([r.process for r in stuck], signal.SIGUSR1, group=False)
-            time.sleep(STACK_DUMP_WAIT_S)
-        except FactoryError:
-            pass  # no stacks this time; the kill below ends the factory
+        for factory in self.factories:
+            try:
+                factory.signal([r.process for r in stuck if r.factory is factory], signal.SIGUSR1, group=False)
+            except FactoryError:
+                pass  # no stacks from there this time; the kill below ends that factory
+        time.sleep(STACK_DUMP_WAIT_S)
         finished = sorted(set(range(self.size)) - {r.spec.rank for r in stuck})
         ranks_by_place: dict[str, list[int]] = {}
         for rank in stuck:
-            place = where_stuck(_read(rank.spec.stack_path), self.config.impl_dir)
+            place = where_stuck(rank.factory.read(rank.spec.stack_path), rank.spec.impl_dir)
             ranks_by_place.setdefault(place, []).append(rank.spec.rank)
         lines = [f"  {_rank_list(ranks, self.size)} {place}" for place, ranks in ranks_by_place.items()]
         failed = {rank: reply for rank, reply in self._answered.items() if not reply.get("ok")}
@@ -237,48 +254,49 @@ def _rank_list(ranks: list[int], size: int) -> str:
     return f"ranks {', '.join(map(str, ranks))} (of {size})"
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def _tail(path: Path, limit: int = 2000) -> str:
-    return _read(path)[-limit:]
-
-
 class Pools:
-    """One ``Pool`` per world size, started on first use and restarted after it was killed.
+    """One ``Pool`` per world size (and node count), started on first use and restarted after it was killed.
 
-    ``reuse=False`` starts a fresh world for every ``get``: the spawn-per-test baseline of the benchmark.
+    ``nodes``: the nodes multi-node parts may use (``remote.allocation_nodes``). A part that asks for more
+    nodes than that runs all its ranks here. ``reuse=False`` starts a fresh world for every ``get``: the
+    spawn-per-test baseline of the benchmark.
     """
 
-    def __init__(self, config: WorldConfig, *, reuse: bool = True) -> None:
+    def __init__(self, config: WorldConfig, *, reuse: bool = True, nodes: list[str] | None = None) -> None:
         self.config = config
         self.reuse = reuse
-        self._pools: dict[int, Pool] = {}
+        self.nodes = nodes or []
+        self._pools: dict[tuple[int, int], Pool] = {}
         self._factory: RankFactory | None = None
+        self._node_factories: dict[int, NodeRankFactory] = {}
+        self._switchboard: Switchboard | None = None
+        self._store: Any = None
         self.starts: list[tuple[int, float]] = []
         """(world size, seconds) for every start, for reports and benchmarks."""
 
-    def get(self, size: int) -> Pool:
-        """The world of ``size`` ranks for the next test. Worlds retired by the last test go first, whatever
-        their size: what they left running must not hold the pids and memory this world needs."""
-        for retired in [s for s, p in self._pools.items() if p.retired]:
+    def spread(self, nodes: int) -> int:
+        """Over how many nodes a part that asks for ``nodes`` runs here: that many, or 1 if not available."""
+        return nodes if 1 < nodes <= len(self.nodes) else 1
+
+    def get(self, size: int, nodes: int = 1) -> Pool:
+        """The world of ``size`` ranks over ``spread(nodes)`` nodes for the next test. Worlds retired by the
+        last test go first, whatever their size: what they left running must not hold the pids and memory
+        this world needs."""
+        for retired in [key for key, p in self._pools.items() if p.retired]:
             self._pools.pop(retired).stop()
-        pool = self._pools.get(size)
+        key = (size, self.spread(nodes))
+        pool = self._pools.get(key)
         if pool is None or not pool.alive or not self.reuse:
             if pool is not None:
                 pool.stop()
-            pool = self._pools[size] = self._started(size)
+            pool = self._pools[key] = self._started(*key)
             self.starts.append((size, pool.start_seconds))
         return pool
 
-    def _started(self, size: int) -> Pool:
+    def _started(self, size: int, nodes: int) -> Pool:
         """A started world; a factory that died under it (a rank may kill it) is replaced once."""
         for attempt in (1, 2):
-            pool = Pool(size, self.config, self._live_factory())
+            pool = Pool(size, self.config, self._live_factories(nodes))
             try:
                 pool.start()
                 return pool
@@ -288,11 +306,17 @@ class Pools:
                     raise
         raise AssertionError("unreachable")
 
+    def _live_factories(self, nodes: int) -> list[Factory]:
+        if nodes == 1:
+            return [self._live_factory()]
+        return [self._live_node_factory(index) for index in range(nodes)]
+
     def _live_factory(self) -> RankFactory:
         """The run's factory, (re)started when missing or dead; a fresh one per world when not reusing."""
         if self._factory is not None and (not self._factory.alive or not self.reuse):
-            for pool in self._pools.values():
-                pool.kill()
+            for (_, nodes), pool in self._pools.items():
+                if nodes == 1:
+                    pool.kill()
             self._factory.close()
             self._factory = None
         if self._factory is None:
@@ -300,10 +324,48 @@ class Pools:
             self._factory.start()
         return self._factory
 
+    def _live_node_factory(self, index: int) -> NodeRankFactory:
+        """The factory on ``self.nodes[index]``, (re)started when missing or dead."""
+        factory = self._node_factories.get(index)
+        if factory is not None and not factory.alive:
+            factory.close()
+            factory = None
+        if factory is None:
+            if self._switchboard is None:
+                self._switchboard = Switchboard()
+                self._store = _judge_store(self._switchboard.address.rsplit(":", 1)[0])
+            factory = NodeRankFactory(
+                self.nodes[index],
+                self._switchboard,
+                log_path=self.config.scratch_dir / f"agent{index}.log",
+                staged={"impl": self.config.impl_dir, "programs": self.config.programs_dir},
+                store_address=f"{self._switchboard.address.rsplit(':', 1)[0]}:{self._store.port}",
+                sandboxed=self.config.sandbox is not None,
+            )
+            self._node_factories[index] = factory
+            factory.start()
+        return factory
+
     def close(self) -> None:
         for pool in self._pools.values():
             pool.stop()
         self._pools.clear()
-        if self._factory is not None:
-            self._factory.close()
-            self._factory = None
+        for factory in [self._factory, *self._node_factories.values()]:
+            if factory is not None:
+                factory.close()
+        self._factory = None
+        self._node_factories.clear()
+        if self._switchboard is not None:
+            self._switchboard.close()
+            self._switchboard = None
+        self._store = None
+
+
+def _judge_store(host: str) -> Any:
+    """The TCPStore that multi-node worlds rendezvous through, hosted by the judge (each world keeps its
+    keys under its own prefix)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    return dist.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))

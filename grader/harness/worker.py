@@ -49,6 +49,11 @@ class WorkerSpec:
     """Drop to this uid (and gid) before touching student code; the judge stays root (Docker runner)."""
     limits: dict[str, int | None] | None = None
     """rlimits to set before touching student code: ``sandbox.RankLimits.for_rank`` (None: none)."""
+    local_rank: int | None = None
+    """Its index among the ranks on its node (which GPU it takes); None: same as ``rank``."""
+    store_address: str | None = None
+    """``host:port`` of the judge's TCPStore (multi-node worlds; ``store_path`` then only names the
+    world's keys). None: rendezvous through the file at ``store_path``."""
 
     def to_fields(self) -> dict[str, Any]:
         """Plain JSON fields, for the trip to the rank factory."""
@@ -173,12 +178,18 @@ def _join_world(spec: WorkerSpec) -> RankContext:
     device = torch.device("cpu")
     kwargs: dict[str, Any] = {}
     if spec.device == "cuda":
-        device = torch.device("cuda", spec.rank)
+        device = torch.device("cuda", spec.rank if spec.local_rank is None else spec.local_rank)
         torch.cuda.set_device(device)
         kwargs["device_id"] = device
+    if spec.store_address is None:
+        kwargs["init_method"] = f"file://{spec.store_path}"
+    else:
+        host, port = spec.store_address.rsplit(":", 1)
+        timeout = timedelta(seconds=spec.pg_timeout_s)
+        store = dist.TCPStore(host, int(port), is_master=False, timeout=timeout)
+        kwargs["store"] = dist.PrefixStore(str(spec.store_path), store)
     dist.init_process_group(
         spec.backend,
-        init_method=f"file://{spec.store_path}",
         rank=spec.rank,
         world_size=spec.world_size,
         timeout=timedelta(seconds=spec.pg_timeout_s),

@@ -40,17 +40,23 @@ serve(sock, config)
 
 def serve(sock: socket.socket, config: dict[str, Any]) -> None:
     """Preload, say ready, then serve requests until the judge hangs up."""
+    serve_preloaded(config, Factory(sock))
+
+
+def serve_preloaded(config: dict[str, Any], factory: Factory) -> None:
+    """Die with the parent, import what ``config`` says to preload, then run ``factory``."""
     _die_with_parent()
     for module in config["preload"]:
         importlib.import_module(module)
-    Factory(sock).run()
+    factory.run()
 
 
 class Factory:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: Any) -> None:
+        """``sock``: the judge's line, a socket here, a ``Connection`` for ``agent.NodeFactory``."""
         self.sock = sock
         self.children: dict[int, int] = {}
-        """rank pid -> the write end of its status pipe."""
+        """rank pid -> the write end of its status pipe (-1 where ends are reported otherwise)."""
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
@@ -61,7 +67,7 @@ class Factory:
         selector = selectors.DefaultSelector()
         selector.register(self.sock, selectors.EVENT_READ)
         selector.register(self.wake_r, selectors.EVENT_READ)
-        self.sock.send(json.dumps({"ready": os.getpid()}).encode())
+        self._send({"ready": os.getpid()})
         while True:
             for key, _ in selector.select():
                 if key.fileobj is self.sock:
@@ -73,40 +79,59 @@ class Factory:
                     self._reap()
 
     def _answer(self) -> bool:
+        """Serve one request; False when the judge has hung up."""
+        received = self._receive()
+        if received is None:
+            return False
+        request, fds = received
+        self._send(self._handle(request, fds))
+        return True
+
+    def _receive(self) -> tuple[dict[str, Any], list[int]] | None:
         try:
             data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES, 3)
         except OSError:
-            return False
-        if not data:
-            return False
-        request = json.loads(data)
+            return None
+        return (json.loads(data), fds) if data else None
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.sock.send(json.dumps(message).encode())
+
+    def _handle(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         if request["op"] == "fork":
-            reply: dict[str, Any] = {"pid": self._fork(request["spec"], fds)}
-        else:
-            self._signal(request["pids"], request["signal"], request["group"])
-            reply = {"ok": True}
-        self.sock.send(json.dumps(reply).encode())
-        return True
+            return {"pid": self._fork(request["spec"], fds)}
+        self._signal(request["pids"], request["signal"], request["group"])
+        return {"ok": True}
 
     def _fork(self, spec_fields: dict[str, Any], fds: list[int]) -> int:
         from grader.harness.worker import WorkerSpec, worker_main
 
-        tasks_r, replies_w, status_w = fds
         pid = os.fork()
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                for fd in (self.sock.fileno(), self.wake_r, self.wake_w, status_w, *self.children.values()):
+                for fd in self._fds_ranks_must_not_hold(fds):
                     os.close(fd)
-                spec = WorkerSpec.from_fields(spec_fields)
-                worker_main(spec, Connection(tasks_r, writable=False), Connection(replies_w, readable=False))
+                tasks, replies = self._channels(fds)
+                worker_main(WorkerSpec.from_fields(spec_fields), tasks, replies)
             finally:
                 os._exit(70)
-        os.close(tasks_r)
-        os.close(replies_w)
-        self.children[pid] = status_w
+        self._forked(pid, fds)
         return pid
+
+    def _fds_ranks_must_not_hold(self, fds: list[int]) -> list[int]:
+        """The factory's own fds, the new rank's status pipe, and the other ranks' status pipes."""
+        return [self.sock.fileno(), self.wake_r, self.wake_w, fds[2], *self.children.values()]
+
+    def _channels(self, fds: list[int]) -> tuple[Connection, Connection]:
+        """The new rank's task and reply pipes (the first two fds the judge sent)."""
+        return Connection(fds[0], writable=False), Connection(fds[1], readable=False)
+
+    def _forked(self, pid: int, fds: list[int]) -> None:
+        os.close(fds[0])
+        os.close(fds[1])
+        self.children[pid] = fds[2]
 
     def _signal(self, pids: list[int], signum: int, group: bool) -> None:
         for pid in pids:
@@ -127,10 +152,14 @@ class Factory:
                 return
             if pid == 0:
                 return
-            status_w = self.children.pop(pid, None)
-            if status_w is not None:
-                os.write(status_w, f"{os.waitstatus_to_exitcode(status)}\n".encode())
-                os.close(status_w)
+            if pid in self.children:
+                self._ended(pid, os.waitstatus_to_exitcode(status))
+
+    def _ended(self, pid: int, code: int) -> None:
+        """Tell the judge a rank ended: its exit code on its status pipe, then EOF."""
+        status_w = self.children.pop(pid)
+        os.write(status_w, f"{code}\n".encode())
+        os.close(status_w)
 
     def _kill_all(self) -> None:
         self._signal(list(self.children), signal.SIGKILL, group=True)

@@ -15,6 +15,7 @@ import pytest
 from grader import sandbox
 from grader.harness.plugin import GradingPlugin
 from grader.harness.pool import Pools, WorldConfig
+from grader.harness.remote import allocation_nodes
 from grader.results import ExerciseResult
 from grader.runners import GradeJob, SuiteError
 from grader.submission import stage
@@ -112,7 +113,7 @@ class LocalRunner:
             sandbox=box,
             limits=limits,
         )
-        self.last_pools = pools = Pools(config, reuse=self.reuse_worlds)
+        self.last_pools = pools = Pools(config, reuse=self.reuse_worlds, nodes=allocation_nodes())
         # Inside a container (run_as_uid set) nothing the judge writes survives: keep no artifacts there.
         artifacts = job.course.root / ".grade" / "artifacts" / job.exercise.dirname
         plugin = GradingPlugin(
