@@ -109,10 +109,6 @@ def render_script(
         value = getattr(settings, key)
         lines += [f"#SBATCH --{key}={value}"] if value else []
     lines += [f"#SBATCH {option}" for option in settings.sbatch]
-    if need.nodes > 1:
-        lines.append(
-            "# Multi-node parts: all ranks run on the first node for now (no cross-node launch yet)."
-        )
     run = " ".join(word if word == ARRAY_INDEX else shlex.quote(word) for word in command)
     lines += ["set -euo pipefail", f"cd {shlex.quote(str(plan.course.root))}", "exec " + run]
     return "\n".join(lines) + "\n"

@@ -39,6 +39,8 @@ from grader.harness.zygote import Factory, serve_preloaded
 ADDRESS_VAR = "DISTGPU_AGENT_ADDRESS"
 TOKEN_VAR = "DISTGPU_AGENT_TOKEN"
 TICKET_VAR = "DISTGPU_AGENT_TICKET"
+NODE_VAR = "DISTGPU_AGENT_NODE"
+"""Where the agent runs, as it reports it: Slurm's name for the node, else the host name."""
 SANDBOX_VAR = "DISTGPU_AGENT_SANDBOX"
 """``bwrap`` to run the agent in bubblewrap; anything else runs it as the launcher's user, unsandboxed."""
 
@@ -68,6 +70,9 @@ class NodeFactory(Factory):
     def __init__(self, line: Connection, address: str, token: str, scratch: Path) -> None:
         super().__init__(line)
         self.address, self.token, self.scratch = address, token, scratch
+
+    def _ready(self) -> dict[str, Any]:
+        return super()._ready() | {"node": os.environ.get(NODE_VAR) or socket.gethostname()}
 
     def _receive(self) -> tuple[dict[str, Any], list[int]] | None:
         try:
@@ -145,6 +150,7 @@ def launch() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="distgpu-agent-"))
     scratch.chmod(0o755)
     env = sandbox.minimal_env() | {name: os.environ[name] for name in (ADDRESS_VAR, TOKEN_VAR, TICKET_VAR)}
+    env[NODE_VAR] = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     here = str(Path(__file__).resolve().parents[2])  # the folder that holds the grader package
     argv = [sys.executable, "-I", "-c", AGENT_BOOTSTRAP, str(scratch), json.dumps([here])]
     if os.environ.get(SANDBOX_VAR) == "bwrap":

@@ -273,6 +273,8 @@ class Pools:
         self._store: Any = None
         self.starts: list[tuple[int, float]] = []
         """(world size, seconds) for every start, for reports and benchmarks."""
+        self.nodes_used: set[str] = set()
+        """Where multi-node worlds ran ranks, as the agents there reported it."""
 
     def spread(self, nodes: int) -> int:
         """Over how many nodes a part that asks for ``nodes`` runs here: that many, or 1 if not available."""
@@ -344,6 +346,7 @@ class Pools:
             )
             self._node_factories[index] = factory
             factory.start()
+            self.nodes_used.add(factory.where)
         return factory
 
     def close(self) -> None:

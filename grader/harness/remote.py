@@ -179,6 +179,8 @@ class NodeRankFactory:
         self._lock = threading.Lock()
         self._hung_up = False
         self.scratch = Path()
+        self.where = node
+        """The node the agent says it runs on (Slurm's name for it), once started."""
 
     @property
     def alive(self) -> bool:
@@ -209,7 +211,7 @@ class NodeRankFactory:
         config = {"sys_path": [p for p in sys.path if os.path.isabs(p)], "preload": [*PRELOAD]}
         self._line.send_bytes(json.dumps(config).encode())
         threading.Thread(target=self._listen, args=(self._line,), daemon=True).start()
-        self._wait_answer(START_TIMEOUT_S, "start")
+        self.where = str(self._wait_answer(START_TIMEOUT_S, "start").get("node", self.node))
         self.scratch = Path(self._request({"op": "stage", "files": self._files()})["scratch"])
 
     def place(self, spec: WorkerSpec) -> WorkerSpec:

@@ -67,7 +67,7 @@ class Factory:
         selector = selectors.DefaultSelector()
         selector.register(self.sock, selectors.EVENT_READ)
         selector.register(self.wake_r, selectors.EVENT_READ)
-        self._send({"ready": os.getpid()})
+        self._send(self._ready())
         while True:
             for key, _ in selector.select():
                 if key.fileobj is self.sock:
@@ -77,6 +77,9 @@ class Factory:
                 else:
                     _drain(self.wake_r)
                     self._reap()
+
+    def _ready(self) -> dict[str, Any]:
+        return {"ready": os.getpid()}
 
     def _answer(self) -> bool:
         """Serve one request; False when the judge has hung up."""
