@@ -82,7 +82,7 @@ def test_without_a_node_list_a_multi_node_part_runs_here(
 
 
 def test_the_switchboard_drops_strangers_and_wrong_tokens() -> None:
-    board = Switchboard()
+    board = Switchboard("127.0.0.1")
     board.expect("rank-0")
     host, port = board.address.rsplit(":", 1)
     try:

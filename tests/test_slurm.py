@@ -98,7 +98,9 @@ def queue(job: str) -> list[tuple[str, str, str]]:
 
 
 def node_state() -> str:
-    return subprocess.run(["sinfo", "-h", "-n", "n0", "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["sinfo", "-h", "-n", "n0", "-o", "%T"], capture_output=True, text=True
+    ).stdout.strip()
 
 
 def scontrol(*args: str) -> None:
@@ -271,3 +273,33 @@ def test_dry_run_prints_what_would_be_submitted_and_submits_nothing(
         assert line in text
     assert text.count("-m grader.gradeone") == 31 and f"--submission {subs / 'wrong07'}" in text
     assert not out.exists() or not list(out.rglob("*.sbatch"))  # nothing written, nothing submitted
+
+
+def test_a_multi_node_part_runs_its_ranks_on_every_node_of_the_allocation(
+    slurm: dict[str, str], edited_course, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Partition `multi` has two nodes (two slurmd on this host): the 4-rank world gets 2 ranks on each,
+    each node's rank factory started by `srun --overlap` inside the job."""
+    course = edited_course("world_sizes: [2, 3], timeout: 4}", "world_sizes: [2, 4], timeout: 4, nodes: 2}")
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    reference = course.solution_dir(course.find("toy")) / "toy.py"
+    for student, source in {
+        "ok": reference,
+        "wrong": REPO / "tests/fixtures/submissions/wrong/toy.py",
+        "hang": REPO / "tests/fixtures/submissions/hang/toy.py",
+    }.items():
+        (subs / student).mkdir(parents=True)
+        (subs / student / "toy.py").write_bytes(source.read_bytes())
+    command = [*driver(course, subs, out, "--partition", "multi")]
+    command.remove("--sbatch-arg=--cpus-per-task=1")  # 2 ranks per node: the 2 CPUs each node has
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "#SBATCH --nodes=2" in (out / "slurm" / "002" / "grade.sbatch").read_text()
+    scores = {r["student"]: float(r["score"]) for r in csv.DictReader((out / "grades.csv").open())}
+    assert scores == {"ok": 5.0, "wrong": 2.6, "hang": 1.0}
+    for student in scores:
+        result = json.loads((out / "records" / f"{student}.json").read_text())["result"]
+        assert "multi-node parts ran their ranks on n1, n2" in result["notes"]
+    hang = json.loads((out / "records" / "hang.json").read_text())["result"]
+    four = next(t for t in hang["tests"] if t["name"] == "test_sum[4ranks]")
+    assert "ranks 0, 1, 2, 3 (of 4) blocked in dist.send at toy.py:9" in four["output"]

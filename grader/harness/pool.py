@@ -18,8 +18,8 @@ from typing import Any
 
 from grader.harness import wire
 from grader.harness.factory import FactoryError, RankFactory, RankProcess
-from grader.harness.remote import NodeRankFactory, Switchboard
 from grader.harness.outcomes import RankResult, WorldCrashed, WorldTimeout, failure, rank_results
+from grader.harness.remote import NodeRankFactory, Switchboard, judge_host
 from grader.harness.stacks import where_stuck
 from grader.harness.worker import WorkerSpec
 from grader.sandbox import RankLimits, Sandbox
@@ -215,13 +215,17 @@ class Pool:
             how = f"was killed by signal {signal.Signals(-code).name}"
         else:
             how = f"exited with code {code}"
-        return WorldCrashed(rank.spec.rank, self.size, how, log_tail=rank.factory.read(rank.spec.log_path, 2000))
+        return WorldCrashed(
+            rank.spec.rank, self.size, how, log_tail=rank.factory.read(rank.spec.log_path, 2000)
+        )
 
     def _timeout(self, timeout_s: float) -> WorldTimeout:
         stuck = [r for r in self._pending]
         for factory in self.factories:
             try:
-                factory.signal([r.process for r in stuck if r.factory is factory], signal.SIGUSR1, group=False)
+                factory.signal(
+                    [r.process for r in stuck if r.factory is factory], signal.SIGUSR1, group=False
+                )
             except FactoryError:
                 pass  # no stacks from there this time; the kill below ends that factory
         time.sleep(STACK_DUMP_WAIT_S)
@@ -334,14 +338,14 @@ class Pools:
             factory = None
         if factory is None:
             if self._switchboard is None:
-                self._switchboard = Switchboard()
-                self._store = _judge_store(self._switchboard.address.rsplit(":", 1)[0])
+                host = judge_host(self.nodes)
+                self._switchboard, self._store = Switchboard(host), _judge_store(host)
             factory = NodeRankFactory(
                 self.nodes[index],
                 self._switchboard,
                 log_path=self.config.scratch_dir / f"agent{index}.log",
                 staged={"impl": self.config.impl_dir, "programs": self.config.programs_dir},
-                store_address=f"{self._switchboard.address.rsplit(':', 1)[0]}:{self._store.port}",
+                store_address=f"{self._switchboard.host}:{self._store.port}",
                 sandboxed=self.config.sandbox is not None,
             )
             self._node_factories[index] = factory

@@ -62,21 +62,45 @@ def launch_prefix(node: str) -> list[str]:
     """How to run a command on ``node``: a one-task job step inside a Slurm job, else right here."""
     if not os.environ.get("SLURM_JOB_ID"):
         return []
-    return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--quiet", "--kill-on-bad-exit=1"]
+    return [
+        "srun",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--nodelist={node}",
+        "--quiet",
+        "--kill-on-bad-exit=1",
+    ]
 
 
-def judge_host() -> str:
-    return os.environ.get(JUDGE_HOST_VAR) or socket.gethostbyname(socket.gethostname())
+def judge_host(nodes: list[str]) -> str:
+    """The address the other nodes reach this one at: ``DISTGPU_JUDGE_HOST``, else the address this host
+    sends from towards the first node that resolves to a non-loopback address, else its host name's.
+    (A host name alone can mislead: Debian maps it to 127.0.1.1 in /etc/hosts.)"""
+    if os.environ.get(JUDGE_HOST_VAR):
+        return os.environ[JUDGE_HOST_VAR]
+    for node in nodes:
+        try:
+            address = socket.gethostbyname(node)
+        except OSError:
+            continue
+        if not address.startswith("127."):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.connect((address, 9))  # UDP: picks the route, sends nothing
+                return str(probe.getsockname()[0])
+    return socket.gethostbyname(socket.gethostname())
 
 
 class Switchboard:
     """A TCP listener for one grading run. A connection counts only if its first frame carries the run's
     token and a ticket the judge is expecting; anything else is closed."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str) -> None:
+        """``host``: the address to announce (``judge_host``); the listener takes every interface."""
         self.token = secrets.token_hex(16)
+        self.host = host
         self._listener = socket.create_server(("", 0))
-        self.address = f"{judge_host()}:{self._listener.getsockname()[1]}"
+        self.address = f"{host}:{self._listener.getsockname()[1]}"
         self._arrived: dict[str, Connection | None] = {}
         self._changed = threading.Condition()
         threading.Thread(target=self._accept, daemon=True, name="distgpu-switchboard").start()

@@ -69,7 +69,9 @@ class LocalRunner:
             raise SuiteError("\n".join(plugin.errors))
         notes += [f"saved {what}: {path}" for what, path in plugin.artifacts if path.exists()]
         if self.last_pools is not None and self.last_pools.nodes_used:
-            notes.append(f"multi-node parts ran their ranks on {', '.join(sorted(self.last_pools.nodes_used))}")
+            notes.append(
+                f"multi-node parts ran their ranks on {', '.join(sorted(self.last_pools.nodes_used))}"
+            )
         suites = _suites(job)
         if len(suites) == 1 and suites[0].name == "test_public.py":
             notes.append(
