@@ -145,7 +145,7 @@ class RankFactory:
             socket.send_fds(self._sock, [json.dumps(message).encode()], fds or [])
         except OSError as exc:
             raise FactoryError(f"the rank factory is gone ({exc})") from None
-        return self._receive(ANSWER_TIMEOUT_S, message["op"])
+        return answer_or_raise(self._receive(ANSWER_TIMEOUT_S, message["op"]))
 
     def _receive(self, timeout_s: float, what: str) -> dict[str, Any]:
         assert self._sock is not None
@@ -160,6 +160,13 @@ class RankFactory:
                 return json.loads(data)
             if time.monotonic() >= deadline or not self.alive:
                 raise FactoryError(f"the rank factory did not answer {what}; its log: {_tail(self.log_path)}")
+
+
+def answer_or_raise(answer: dict[str, Any]) -> dict[str, Any]:
+    """The factory's answer, or ``FactoryError`` when it says it could not do what was asked."""
+    if "error" in answer:
+        raise FactoryError(answer["error"])
+    return answer
 
 
 def _tail(path: Path, limit: int = 1500) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from grader.course import Course, Exercise, Part
+from grader.harness.factory import FactoryError
 from grader.harness.outcomes import (
     Blocked,
     CheckFailure,
@@ -241,6 +242,8 @@ def _verdict(call: pytest.CallInfo[None], report: pytest.TestReport, part_id: st
         return Status.TIMEOUT, f"[{part_id}] {exc}"
     if isinstance(exc, WorldCrashed):
         return Status.CRASHED, f"[{part_id} rank {exc.rank}/{exc.world_size}] {exc}"
+    if isinstance(exc, FactoryError):  # most often what an earlier test left running holds every pid
+        return Status.CRASHED, f"[{part_id}] the ranks could not be started: {exc}"
     if isinstance(exc, CheckFailure):
         where = f" rank {exc.rank}/{exc.world_size}" if exc.rank is not None else ""
         status = Status.OOM if isinstance(exc, RankOutOfMemory) else Status.FAILED

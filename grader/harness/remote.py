@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from grader.harness import agent
-from grader.harness.factory import ANSWER_TIMEOUT_S, PRELOAD, START_TIMEOUT_S, FactoryError, RankProcess
+from grader.harness.factory import (
+    ANSWER_TIMEOUT_S,
+    PRELOAD,
+    START_TIMEOUT_S,
+    FactoryError,
+    RankProcess,
+    answer_or_raise,
+)
 from grader.harness.worker import WorkerSpec
 
 NODES_VAR = "DISTGPU_NODES"
@@ -313,7 +320,7 @@ class NodeRankFactory:
             self._line.send_bytes(json.dumps(message).encode())
         except OSError as exc:
             raise FactoryError(f"the rank factory on {self.node} is gone ({exc})") from None
-        return self._wait_answer(ANSWER_TIMEOUT_S, message["op"])
+        return answer_or_raise(self._wait_answer(ANSWER_TIMEOUT_S, message["op"]))
 
     def _wait_answer(self, timeout_s: float, what: str) -> dict[str, Any]:
         try:

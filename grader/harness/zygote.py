@@ -4,7 +4,8 @@ It runs where the ranks run (inside the sandbox when there is one) and is starte
 with the bootstrap below. It speaks over one SOCK_SEQPACKET Unix socket, one JSON message per packet:
 
 - ``{"op": "fork", "spec": {...}}`` with three fds attached (the rank's task pipe, reply pipe and status
-  pipe) -> ``{"pid": N}``. When the rank ends, the factory writes its exit code (as ``multiprocessing``
+  pipe) -> ``{"pid": N}``, or ``{"error": why}`` when no process can be made. When the rank ends, the
+  factory kills what it left in its process group and writes its exit code (as ``multiprocessing``
   reports it: negative for a signal) to the status pipe and closes it; the judge waits on that pipe.
 - ``{"op": "signal", "pids": [...], "signal": S, "group": bool}`` -> ``{"ok": true}``. Pids are as this
   process sees them (its pid namespace); only its own ranks can be signalled.
@@ -22,10 +23,13 @@ import selectors
 import signal
 import socket
 import sys
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
 MAX_MESSAGE_BYTES = 1 << 20
+FORK_ATTEMPTS = 10
+LEFTOVER_WAIT_S = 5.0
 
 BOOTSTRAP = """\
 import json, socket, sys
@@ -44,8 +48,9 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
 
 
 def serve_preloaded(config: dict[str, Any], factory: Factory) -> None:
-    """Die with the parent, import what ``config`` says to preload, then run ``factory``."""
+    """Die with the parent, adopt orphans, import what ``config`` says to preload, then run ``factory``."""
     _die_with_parent()
+    _adopt_orphans()
     for module in config["preload"]:
         importlib.import_module(module)
     factory.run()
@@ -57,6 +62,8 @@ class Factory:
         self.sock = sock
         self.children: dict[int, int] = {}
         """rank pid -> the write end of its status pipe (-1 where ends are reported otherwise)."""
+        self.leftovers: set[int] = set()
+        """Process groups of ended ranks that may still hold processes (killed, not yet reaped)."""
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
@@ -102,14 +109,19 @@ class Factory:
 
     def _handle(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         if request["op"] == "fork":
-            return {"pid": self._fork(request["spec"], fds)}
+            try:
+                return {"pid": self._fork(request["spec"], fds)}
+            except OSError as exc:  # no pid left, or no memory: the judge reports it; this factory goes on
+                for fd in fds:
+                    os.close(fd)
+                return {"error": f"could not start a rank: {exc}"}
         self._signal(request["pids"], request["signal"], request["group"])
         return {"ok": True}
 
     def _fork(self, spec_fields: dict[str, Any], fds: list[int]) -> int:
         from grader.harness.worker import WorkerSpec, worker_main
 
-        pid = os.fork()
+        pid = self._fork_when_pids_free()
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
@@ -122,6 +134,26 @@ class Factory:
                 os._exit(70)
         self._forked(pid, fds)
         return pid
+
+    def _fork_when_pids_free(self) -> int:
+        """``os.fork`` once what ended ranks left behind is gone (killed, then reaped here: its pids are free
+        only then), retried for a while should the pid limit still be reached."""
+        self._await_leftovers(LEFTOVER_WAIT_S)
+        for attempt in range(1, FORK_ATTEMPTS):
+            try:
+                return os.fork()
+            except BlockingIOError:
+                time.sleep(0.1 * attempt)
+                self._reap()
+        return os.fork()
+
+    def _await_leftovers(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.leftovers and time.monotonic() < deadline:
+            self._reap()
+            self.leftovers = {group for group in self.leftovers if _kill_group(group)}
+            if self.leftovers:
+                time.sleep(0.02)
 
     def _fds_ranks_must_not_hold(self, fds: list[int]) -> list[int]:
         """The factory's own fds, the new rank's status pipe, and the other ranks' status pipes."""
@@ -156,6 +188,8 @@ class Factory:
             if pid == 0:
                 return
             if pid in self.children:
+                if _kill_group(pid):  # it led its own group: nothing it started may outlive it
+                    self.leftovers.add(pid)
                 self._ended(pid, os.waitstatus_to_exitcode(status))
 
     def _ended(self, pid: int, code: int) -> None:
@@ -168,12 +202,30 @@ class Factory:
         self._signal(list(self.children), signal.SIGKILL, group=True)
 
 
+def _kill_group(group: int) -> bool:
+    """SIGKILL process group ``group``; False once it has no process left (zombies count until reaped)."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def _drain(fd: int) -> None:
     try:
         while os.read(fd, 4096):
             pass
     except BlockingIOError:
         pass
+
+
+def _adopt_orphans() -> None:
+    """Become the child subreaper: what a rank forked and left behind is reparented here, and ``_reap``
+    collects it once killed. Otherwise it goes to pid 1 (the judge, in a container without an init), which
+    never reaps it, and thousands of zombies from a fork bomb keep every later world from forking."""
+    if sys.platform == "linux":
+        PR_SET_CHILD_SUBREAPER = 36
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def _die_with_parent() -> None:

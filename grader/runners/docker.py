@@ -33,10 +33,18 @@ MAX_FILE_BYTES = 256 << 20
 """No process in the container may write a larger file (RLIMIT_FSIZE), so no one file fills its /tmp."""
 
 
+PIDS_LIMIT = 512
+"""Processes and threads per container. Honest gradings use few: at most 68 rank threads (exercise 01's
+reference, 17 ranks alive over its 2-, 3-, 4- and 8-rank worlds) besides the judge's. A fork bomb is the
+reason for the cap: each child of a rank that imported torch costs ~3 MB (page tables, copied pages), so
+at 4096 pids the container hit its 4 GiB before the pid cap and thrashed (every process, the judge's too,
+stuck in reclaim) until its deadline; at 512 the bomb stops near 1.5 GiB and the rank's fork fails."""
+
+
 class DockerRunner:
     """``memory`` and ``pids`` cap the whole container (judge and ranks); pids counts threads too."""
 
-    def __init__(self, *, memory: str = "4g", cpus: float | None = None, pids: int = 4096) -> None:
+    def __init__(self, *, memory: str = "4g", cpus: float | None = None, pids: int = PIDS_LIMIT) -> None:
         import docker
 
         self.client = docker.from_env()
@@ -71,7 +79,7 @@ class DockerRunner:
             try:
                 container.wait(timeout=deadline)
             except Exception:  # requests' ReadTimeout or ConnectionError: the deadline passed
-                container.kill()
+                _kill(container)
                 return "", {"deadline": deadline}
             drained.join()
             container.reload()
@@ -79,12 +87,13 @@ class DockerRunner:
             stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
             return stdout.replace(token, "\0", 1).split("\0", 1)[1] if token in stdout else "", state
         finally:
-            container.remove(force=True)
+            _remove(container)
 
     def _limits(self, job: GradeJob) -> dict[str, Any]:
         from docker.types import DeviceRequest, LogConfig, Ulimit
 
         limits: dict[str, Any] = dict(
+            init=True,  # docker-init as pid 1 reaps what dies orphaned: zombies hold pids against the limit
             network_mode="none",
             hostname="localhost",
             mem_limit=self.memory,
@@ -107,6 +116,33 @@ class DockerRunner:
         if _device(job) == "cuda":
             limits["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
         return limits
+
+
+def _kill(container: Any) -> None:
+    """Kill a container that outlived its deadline. dockerd may give up on one whose processes are busy
+    dying (thousands of them, after a fork bomb); the removal that follows ends it."""
+    import docker
+
+    try:
+        container.kill()
+    except docker.errors.APIError:
+        pass
+
+
+def _remove(container: Any, attempts: int = 5) -> None:
+    """Remove a container, waiting a little between tries while dockerd is still reaping it."""
+    import docker
+
+    for attempt in range(1, attempts + 1):
+        try:
+            container.remove(force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError:
+            if attempt == attempts:
+                raise
+            time.sleep(2.0 * attempt)
 
 
 def sweep_leftovers(client: Any) -> list[str]:
