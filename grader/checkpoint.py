@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from grader import grading
 from grader.course import Course, Exercise, Section
 from grader.progress import CheckpointRow, ProgressError, ProgressStore, file_hashes, now
-from grader.results import ExerciseResult
+from grader.results import ExerciseResult, Status
 from grader.runners import Runner
 
 RECORDS_DIR = ".grade/checkpoints"
@@ -34,6 +34,9 @@ class CheckpointOutcome:
     record_path: Path
     notes: list[str]
     """E.g. that the progress store could not be written."""
+    missed: list[str] = field(default_factory=list)
+    """'04 nccl_internals, 04.selector: protocol_choice' for each concept below the floor: each one alone
+    keeps the checkpoint from passing, whatever the score."""
 
 
 def run_checkpoint(
@@ -67,7 +70,8 @@ def run_checkpoint(
             )
         )
     score, max_score = sum(r.score for r in results), sum(r.max_score for r in results)
-    passed = max_score > 0 and score >= section.checkpoint.threshold * max_score - 1e-9
+    missed = missed_concepts(results, section, section.checkpoint.concept_floor)
+    passed = max_score > 0 and score >= section.checkpoint.threshold * max_score - 1e-9 and not missed
     record = _record(course, section, results, passed)
     path = course.root / RECORDS_DIR / f"section-{section.number}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +89,22 @@ def run_checkpoint(
         ProgressStore().add_checkpoint(course.title, row)
     except ProgressError as exc:
         notes.append(f"your progress was not saved: {exc}")
-    return CheckpointOutcome(section, results, passed, score, max_score, path, notes)
+    return CheckpointOutcome(section, results, passed, score, max_score, path, notes, missed)
+
+
+def missed_concepts(results: list[ExerciseResult], section: Section, floor: float) -> list[str]:
+    """Concepts that scored under ``floor`` of their points, except those only a GPU could grade here."""
+    slugs = {e.key: e.slug for e in section.exercises}
+    missed = []
+    for result in results:
+        for concept in result.concepts:
+            if concept.score >= floor * concept.max_score - 1e-9:
+                continue
+            tests = [t for t in result.tests if (t.part, t.concept) == (concept.part, concept.name)]
+            if all(t.status in (Status.PASSED, Status.BLOCKED) for t in tests):
+                continue  # blocked (no GPU here): nothing was shown wrong
+            missed.append(f"{result.exercise} {slugs[result.exercise]}, {concept.part}: {concept.name}")
+    return missed
 
 
 def _record(course: Course, section: Section, results: list[ExerciseResult], passed: bool) -> dict[str, Any]:

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args, course, console)
     except (CourseConfigError, SuiteError, StubError, KeyError, ValueError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-        console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+        console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
         return 2
 
 
@@ -104,6 +104,21 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(check)
     check.set_defaults(handler=cmd_check)
 
+    validate = commands.add_parser(
+        "validate",
+        help="is each suite fair? reference stable, stubs zero, alt-correct full, every bug caught",
+    )
+    validate.add_argument("ids", nargs="*", help="exercises to validate (default: all with parts)")
+    validate.add_argument("--runs", type=int, default=3, help="gradings of the reference (default 3)")
+    validate.add_argument("--json", type=Path, help="write the validity table here as JSON")
+    validate.add_argument(
+        "--corpus",
+        type=Path,
+        help="folder with corpus/NN_slug.yml and validity/NN_slug/alt-*/ (default: <course>/tests)",
+    )
+    _add_run_options(validate)
+    validate.set_defaults(handler=cmd_validate)
+
     stubs = commands.add_parser("stubs", help="regenerate the stubs in exercises/ from solutions/")
     stubs.set_defaults(handler=cmd_stubs)
 
@@ -124,6 +139,11 @@ def _parser() -> argparse.ArgumentParser:
         help="record submission times (timestamp.txt, else file time) against the deadline",
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
+    batch.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="grade as root even where bubblewrap cannot sandbox the ranks (prefer --backend docker)",
+    )
     _add_run_options(batch, backends=("local", "docker", "slurm"))
     batch.add_argument("--partition", help="slurm: the partition (default: course.yml slurm.partition)")
     batch.add_argument("--account", help="slurm: the account to charge (default: course.yml slurm.account)")
@@ -235,6 +255,12 @@ def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> 
     if args.watch and (args.solution or args.submission):
         raise ValueError("--watch watches your own exercise folder: not with --solution or --submission")
     exercise = course.find(args.id)
+    if args.submission is not None:
+        from grader.submission import why_invalid
+
+        reason = why_invalid(args.submission, exercise.files)
+        if reason:
+            raise ValueError(f"--submission {args.submission} cannot be graded: {reason}")
     code = _grade_and_report(args, course, exercise, console)
     if args.watch:
         from grader.watch import watch
@@ -378,6 +404,60 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
     return 1 if failed else 0
 
 
+def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.validate import validate_exercise
+
+    if args.runs < 1:
+        raise ValueError("--runs must be at least 1")
+    exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
+    runner, rows = make_runner(args.backend), []
+    table = Table(title="Validity", title_justify="left")
+    for column in (
+        "exercise",
+        "reference stable",
+        "stub zero",
+        "alt-correct full",
+        "bugs caught",
+        "min loss",
+    ):
+        table.add_column(column)
+    for exercise in exercises:
+        with console.status(f"validating {exercise.key} {exercise.slug}") as status:
+            found = validate_exercise(
+                course=course,
+                exercise=exercise,
+                runner=runner,
+                device=args.device,
+                corpus_root=args.corpus or course.root / "tests",
+                runs=args.runs,
+                on_step=lambda what, e=exercise: status.update(f"validating {e.key} {e.slug}: {what}"),
+            )
+        row = found.summary()
+        rows.append(row)
+        loss = row["smallest_loss_per_concept"]
+        table.add_row(
+            f"{exercise.key} {exercise.slug}",
+            row["reference_stable"],
+            "yes" if row["stub_zero"] else "[red]no[/]",
+            row["alt_full"],
+            row["bugs_caught"],
+            "-" if loss is None else f"{loss:.2f}x",
+            style=None if found.ok else "red",
+        )
+        for problem in found.problems:
+            console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
+    console.print(table)
+    bad = [r["exercise"] for r in rows if r["problems"]]
+    console.print(
+        f"{len(rows) - len(bad)} of {len(rows)} exercises valid: references stable, stubs zero, every "
+        "alt-correct case full, every bug caught with its concept's share"
+        + (f"; not: {', '.join(bad)}" if bad else "")
+    )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 1 if bad else 0
+
+
 def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int:
     for exercise in (e for e in course.exercises if e.files):
         for path in write_stubs(course, exercise):
@@ -386,16 +466,18 @@ def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int
 
 
 def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.batch import make_plan
+    from grader.batch import check_request, how_code_runs, make_plan
     from grader.gradebook import default_url
 
     exercise = course.find(args.exercise)
     out = args.out or Path("grades") / exercise.dirname
+    check_request(args.submissions, workers=args.workers, regrade=args.regrade)
     if args.backend == "slurm":
         return _batch_on_slurm(args, course, exercise, out, console)
     given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
     if given:
         raise ValueError(f"--{given[0].replace('_', '-')} needs --backend slurm")
+    console.print(how_code_runs(args.backend, allow_unsandboxed=args.allow_unsandboxed), markup=False)
     gpus = _gpu_count() if args.device != "cpu" else 0
     device = ("cuda" if gpus else "cpu") if args.device == "auto" else args.device
     plan = make_plan(
@@ -438,6 +520,7 @@ def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Pat
         )
         console.print(slurm.dry_run(plan, pool, todo), markup=False, highlight=False, soft_wrap=True)
         return 0
+    console.print(f"student code runs on the cluster's nodes ({settings.runner} runner)", markup=False)
     progress = BatchProgressView(console)
     pool.on_queue = progress.note
     try:
@@ -461,11 +544,17 @@ def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Pat
 
 
 def _batch_report(outcome: grading.BatchOutcome, console: Console) -> None:
+    from grader.batch import verdict
+    from grader.results import Status
+
     report.batch_summary(outcome.records, console)
-    console.print(
-        f"graded {len(outcome.graded)} of {len(outcome.records)} (the rest were current); "
-        f"reports in {outcome.out}"
-    )
+    this_run = set(outcome.graded)
+    invalid = sum(verdict(r.result) is Status.INVALID for r in outcome.records if r.student in this_run)
+    current = len(outcome.records) - len(this_run)
+    said = [f"graded {len(this_run) - invalid} of {len(outcome.records)}"]
+    said += [f"{invalid} invalid (not graded)"] if invalid else []
+    said += [f"{current} unchanged since their last grading (not regraded)"] if current else []
+    console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True)
 
 
 def _gpu_count() -> int:
@@ -507,7 +596,9 @@ class BatchProgressView:
         self.progress.update(self.task, queue=queue)
 
     def advance(self, student: str, result: ExerciseResult) -> None:
-        self.counts[str(result.verdict)] = self.counts.get(str(result.verdict), 0) + 1
+        from grader.batch import verdict
+
+        self.counts[str(verdict(result))] = self.counts.get(str(verdict(result)), 0) + 1
         counts = "  ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
         self.progress.update(self.task, advance=1, counts=counts)
 
@@ -563,11 +654,17 @@ def cmd_doctor(args: argparse.Namespace, course: Course, console: Console) -> in
 
 
 def cmd_image_build(args: argparse.Namespace, course: Course, console: Console) -> int:
+    import docker
+
     from grader.images import build_image
 
     kind = "cuda" if args.cuda else "cpu"
     console.print(f"building the {kind} image (wheels are downloaded into the build context first)...")
-    built = build_image(kind=kind, base=args.base)
+    try:
+        built = build_image(kind=kind, base=args.base)
+    except docker.errors.DockerException as exc:
+        first = (str(exc).splitlines() or ["?"])[0]
+        raise ValueError(f"no Docker engine answers ({first}); start one: scripts/start-dockerd") from None
     console.print(f"built {built.tag} ({built.image_id[:19]}) on {built.base}")
     console.print(f"  {built.size_mb:g} MB, {built.seconds:g} s")
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,26 @@ class CourseConfigError(ValueError):
     """``course.yml`` is malformed; the message says where and why."""
 
 
+CONCEPTS_FILE = "concepts.yml"
+"""Beside each exercise's public suite: per part, the concepts its tests grade (see docs/authoring.md)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Concept:
+    name: str
+    """What ``@pytest.mark.concept(name)`` names; unique within its exercise."""
+    weight: float
+    """Relative to the part's other concepts: the concept is worth ``weight / sum(weights)`` of the part."""
+    idea: str
+    """The idea in one sentence, shown to a student who lost the concept's points."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Part:
     id: str
     """Dotted id used everywhere: test marker, report key, stub message (e.g. '02.ring_allreduce')."""
     points: float
-    """Split evenly over the part's tests, public and hidden."""
+    """Split over the part's concepts by weight; a concept is earned only when all its tests pass."""
     world_sizes: tuple[int, ...]
     """Ranks the suite runs the part on; tests taking the ``world`` fixture are parametrized over these."""
     timeout: float = 10.0
@@ -37,6 +51,24 @@ class Part:
     """'cpu': runs anywhere (gloo on CPU, NCCL on GPUs); 'gpu': needs one GPU per rank, else blocked."""
     nodes: int = 1
     """Nodes the ranks spread over on a cluster (each world size a multiple of it); one machine runs all."""
+    concepts: tuple[Concept, ...] = ()
+    """From the exercise's concepts.yml; empty when it declares none (the part is then one concept)."""
+
+    @property
+    def name(self) -> str:
+        """'ring_allreduce' for '02.ring_allreduce'."""
+        return self.id.split(".", 1)[1]
+
+    def concept(self, name: str) -> Concept | None:
+        return next((c for c in self.concepts if c.name == name), None)
+
+    def concept_points(self, name: str) -> float:
+        """The points ``name`` is worth; the whole part when the part declares no concepts."""
+        if not self.concepts:
+            return self.points
+        concept = self.concept(name)
+        weight = concept.weight if concept else 0.0
+        return self.points * weight / sum(c.weight for c in self.concepts)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,6 +109,9 @@ class Checkpoint:
     """Fraction of the section's points (0 < threshold <= 1) that ``grade checkpoint N`` needs to pass."""
     summary: str
     """What a learner who passed can now do; printed when the checkpoint passes."""
+    concept_floor: float = 0.5
+    """Every concept of the section must score at least this fraction of its points (concepts are
+    all-or-nothing, so: every concept earned), whatever the section's total."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -175,19 +210,20 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
     )
     _check_unique(reader, course)
     _check_files(reader, course, check_stubs)
-    return course
+    return _with_concepts(course)
 
 
 class _Reader:
     """Typed access to YAML nodes, raising errors that point at the node's line."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, label: str | None = None) -> None:
         self.path = path
+        self.label = label or path.name
         self.nodes: dict[str, yaml.Node] = {}
 
     def fail(self, node: yaml.Node | None, where: str, message: str) -> CourseConfigError:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
-        return CourseConfigError(f"{self.path.name}{line}: {where}: {message}")
+        return CourseConfigError(f"{self.label}{line}: {where}: {message}")
 
     def mapping(
         self, node: yaml.Node, where: str, *, required: tuple[str, ...], optional: tuple[str, ...]
@@ -275,11 +311,14 @@ class _Reader:
         )
 
     def checkpoint(self, node: yaml.Node, where: str) -> Checkpoint:
-        f = self.mapping(node, where, required=("threshold", "summary"), optional=())
-        threshold = self.number(f["threshold"], f"{where}.threshold", positive=True)
-        if threshold > 1:
-            raise self.fail(f["threshold"], f"{where}.threshold", "expected a fraction in (0, 1]")
-        return Checkpoint(threshold=threshold, summary=self.string(f["summary"], f"{where}.summary"))
+        f = self.mapping(node, where, required=("threshold", "summary"), optional=("concept_floor",))
+        fractions = {}
+        for key in ("threshold", "concept_floor"):
+            if key in f:
+                fractions[key] = self.number(f[key], f"{where}.{key}", positive=key == "threshold")
+                if fractions[key] > 1:
+                    raise self.fail(f[key], f"{where}.{key}", "expected a fraction in (0, 1]")
+        return Checkpoint(summary=self.string(f["summary"], f"{where}.summary"), **fractions)
 
     def exercise(self, node: yaml.Node, where: str, section: int) -> Exercise:
         f = self.mapping(
@@ -410,3 +449,53 @@ def _check_files(reader: _Reader, course: Course, check_stubs: bool) -> None:
                         raise reader.fail(
                             reader.nodes.get(where), f"{where}[{i}]", f"{rel} does not exist{hint}"
                         )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# concepts.yml
+
+
+def _with_concepts(course: Course) -> Course:
+    """``course`` with each part's concepts read from its exercise's concepts.yml, where there is one."""
+    sections = []
+    for section in course.sections:
+        exercises = []
+        for exercise in section.exercises:
+            path = course.exercise_dir(exercise) / CONCEPTS_FILE
+            if exercise.parts and path.is_file():
+                exercise = replace(exercise, parts=load_concepts(path, exercise))
+            exercises.append(exercise)
+        sections.append(replace(section, exercises=tuple(exercises)))
+    return replace(course, sections=tuple(sections))
+
+
+def load_concepts(path: Path, exercise: Exercise) -> tuple[Part, ...]:
+    """``exercise.parts`` with their concepts from ``path``; ``CourseConfigError`` naming the line."""
+    try:
+        root = yaml.compose(path.read_text())
+    except yaml.YAMLError as exc:
+        raise CourseConfigError(f"{exercise.dirname}/{path.name}: not valid YAML: {exc}") from None
+    reader = _Reader(path, label=f"{exercise.dirname}/{path.name}")
+    names = tuple(p.name for p in exercise.parts)
+    by_part = reader.mapping(root, "", required=names, optional=())
+    seen: dict[str, str] = {}
+    parts = []
+    for part in exercise.parts:
+        node = by_part[part.name]
+        if not isinstance(node, yaml.MappingNode) or not node.value:
+            raise reader.fail(node, part.name, "expected a mapping of at least one concept")
+        concepts = []
+        for key_node, value_node in node.value:
+            name = reader.name(key_node, part.name)
+            where = f"{part.name}.{name}"
+            if name in seen:
+                raise reader.fail(key_node, where, f"concept {name!r} is also declared for {seen[name]}")
+            seen[name] = part.name
+            f = reader.mapping(value_node, where, required=("weight", "idea"), optional=())
+            idea = reader.string(f["idea"], f"{where}.idea").strip()
+            if len(idea) < 40:
+                raise reader.fail(f["idea"], f"{where}.idea", "expected a sentence a student can learn from")
+            weight = reader.number(f["weight"], f"{where}.weight", positive=True)
+            concepts.append(Concept(name=name, weight=weight, idea=idea))
+        parts.append(replace(part, concepts=tuple(concepts)))
+    return tuple(parts)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ STYLES = {
     Status.OOM: "red",
     Status.BLOCKED: "yellow",
     Status.ERROR: "bold red",
+    Status.INVALID: "bold yellow",
 }
 
 
@@ -38,17 +41,47 @@ def to_terminal(result: ExerciseResult, console: Console) -> None:
     console.print(f"[bold]Exercise {result.exercise}: {result.title}[/]  ({result.graded}; {result.device})")
     for part in dict.fromkeys(t.part for t in result.tests):
         console.print(_part_table(part, [t for t in result.tests if t.part == part]))
-    failures = Counter(t.output for t in result.tests if t.status is not Status.PASSED)
-    for message, count in failures.items():
-        times = f" [dim](x{count})[/]" if count > 1 else ""
-        console.print(Text(message), end="", soft_wrap=True)
-        console.print(times)
+    for message, tests in grouped_failures(result.tests).items():
+        console.print(Text(message), soft_wrap=True)
+        if len(tests) > 1:
+            console.print(f"  [dim]{_where(tests)}[/]")
+    for concept in result.concepts:
+        if not concept.earned and concept.max_score:
+            failed = concept.tests - concept.passed
+            console.print(
+                f"[red]lost {concept.max_score:.3g} points[/] on [bold]{concept.part}: {concept.name}[/]"
+                f" ({failed} of {concept.tests} tests not passed)"
+                + (f"\n  {concept.idea}" if concept.idea else ""),
+                soft_wrap=True,
+            )
     for note in result.notes:
         console.print(f"[yellow]note:[/] {note}")
     style = "bold green" if result.full_marks else "bold"
     console.print(
         f"[{style}]Score: {result.score:g} / {result.max_score:g}[/]  in {result.execution_time:.1f} s"
     )
+
+
+_WHERE = re.compile(r"^\[(\S+)(?: rank \d+/\d+)?\] ")
+_ALSO_FAILED = re.compile(r"; rank\(s\) [\d, ]+ failed too")
+
+
+def grouped_failures(tests: tuple[TestResult, ...]) -> dict[str, list[TestResult]]:
+    """Each distinct failure once: messages equal but for the rank and world size they name are one."""
+    groups: dict[str, list[TestResult]] = {}
+    for test in tests:
+        if test.status is not Status.PASSED and test.output:
+            text = _ALSO_FAILED.sub("", _WHERE.sub(r"[\1] ", test.output, count=1), count=1)
+            groups.setdefault(text, []).append(test)
+    return groups
+
+
+def _where(tests: list[TestResult]) -> str:
+    sizes = sorted({t.world_size for t in tests if t.world_size})
+    ranks = f" at {', '.join(map(str, sizes))} ranks" if sizes else ""
+    names = sorted({t.name.split("[")[0] for t in tests})
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return f"in {len(tests)} tests{ranks}: {shown}"
 
 
 def _part_table(part: str, tests: list[TestResult]) -> Table:
@@ -78,7 +111,7 @@ def to_gradescope(result: ExerciseResult) -> dict[str, Any]:
         "score": result.score,
         "max_score": result.max_score,
         "execution_time": result.execution_time,
-        "output": "\n".join(result.notes),
+        "output": "\n".join([*concept_lines(result), *result.notes]),
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": [_gradescope_test(t) for t in result.tests],
@@ -87,8 +120,18 @@ def to_gradescope(result: ExerciseResult) -> dict[str, Any]:
             "title": result.title,
             "graded": result.graded,
             "device": result.device,
+            "concepts": [asdict(c) for c in result.concepts],
         },
     }
+
+
+def concept_lines(result: ExerciseResult) -> list[str]:
+    """'part: concept  earned/points' per concept, for reports that are plain text."""
+    return [
+        f"{c.part}: {c.name}  {c.score:.3g}/{c.max_score:.3g}"
+        + ("" if c.earned else f" (lost: {c.tests - c.passed} of {c.tests} tests not passed)")
+        for c in result.concepts
+    ]
 
 
 def _gradescope_test(test: TestResult) -> dict[str, Any]:
@@ -122,6 +165,15 @@ def to_junit(result: ExerciseResult) -> str:
         skipped=str(sum(t.status is Status.BLOCKED for t in result.tests)),
         time=f"{result.execution_time:.3f}",
     )
+    if result.concepts:
+        properties = ET.SubElement(suite, "properties")
+        for c in result.concepts:
+            ET.SubElement(
+                properties,
+                "property",
+                name=f"concept:{c.part}:{c.name}",
+                value=f"{c.score:g}/{c.max_score:g}",
+            )
     for test in result.tests:
         case = ET.SubElement(
             suite, "testcase", classname=test.part, name=test.name, time=f"{test.seconds:.3f}"
@@ -141,18 +193,23 @@ def to_junit(result: ExerciseResult) -> str:
 
 
 def batch_csv(rows: list[tuple[str, ExerciseResult, str | None]]) -> str:
-    """student,score,max_score,verdict,submitted,tests_passed,tests: one line per student, for an LMS."""
-    lines = ["student,score,max_score,verdict,submitted,tests_passed,tests"]
+    """student,score,max_score,verdict,submitted,tests_passed,tests,reason: one line per student, for an
+    LMS; ``reason`` says why an invalid upload was not graded."""
+    from grader.batch import verdict
+
+    lines = ["student,score,max_score,verdict,submitted,tests_passed,tests,reason"]
     for student, result, submitted in sorted(rows, key=lambda row: row[0]):
         passed = sum(t.status is Status.PASSED for t in result.tests)
+        invalid = verdict(result) is Status.INVALID
         fields = [
             student,
             f"{result.score:g}",
             f"{result.max_score:g}",
-            str(result.verdict),
+            str(verdict(result)),
             submitted or "",
             str(passed),
-            str(len(result.tests)),
+            "0" if invalid else str(len(result.tests)),
+            result.notes[0] if invalid and result.notes else "",
         ]
         lines.append(",".join(_csv_field(f) for f in fields))
     return "\n".join(lines) + "\n"
@@ -171,39 +228,67 @@ def histogram_png(scores: list[float], max_score: float, path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    figure, axes = plt.subplots(figsize=(6, 3.5))
-    axes.hist(scores, bins=min(20, max(5, len(set(scores)))), range=(0, max_score or 1), color="#4C72B0")
-    axes.set_xlabel(f"score (out of {max_score:g})")
-    axes.set_ylabel("students")
-    axes.set_title(f"{len(scores)} submissions, mean {sum(scores) / max(1, len(scores)):.2f}")
-    figure.tight_layout()
+    figure = histogram_figure(scores, max_score)
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return True
 
 
+def histogram_figure(scores: list[float], max_score: float) -> Any:
+    """The histogram as a matplotlib figure: whole students on the y axis."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    axes.hist(scores, bins=min(20, max(5, len(set(scores)))), range=(0, max_score or 1), color="#4C72B0")
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel(f"score (out of {max_score:g})")
+    axes.set_ylabel("students")
+    axes.set_title(f"{len(scores)} graded submissions, mean {sum(scores) / max(1, len(scores)):.2f}")
+    figure.tight_layout()
+    return figure
+
+
 def write_batch_outputs(records: list[Any], out: Path, max_score: float) -> None:
-    """grades.csv, results/<student>.json (Gradescope schema) and histogram.png in ``out``."""
+    """grades.csv, results/<student>.json (Gradescope schema) and histogram.png in ``out``. Invalid uploads
+    are in the CSV and have a results.json, but stay out of the histogram."""
+    from grader.batch import verdict
+
     rows = [(r.student, r.result, r.submitted) for r in records]
     (out / "grades.csv").write_text(batch_csv(rows))
     (out / "results").mkdir(exist_ok=True)
     for student, result, _ in rows:
         (out / "results" / f"{student}.json").write_text(json.dumps(to_gradescope(result), indent=1))
-    histogram_png([r.score for _, r, _ in rows], max_score, out / "histogram.png")
+    graded = [r.score for _, r, _ in rows if verdict(r) is not Status.INVALID]
+    histogram_png(graded, max_score, out / "histogram.png")
 
 
 def batch_summary(records: list[Any], console: Console) -> None:
-    """A table of verdicts and score statistics for a batch."""
-    results = [r.result for r in records]
-    table = Table(title=f"{len(results)} submissions", title_justify="left")
+    """A table of verdicts and mean scores, the mean of the graded ones, then each invalid upload by name
+    with its reason: an instructor must not give a zero for a corrupted upload without noticing."""
+    from grader.batch import verdict
+
+    results = {r.student: r.result for r in records}
+    verdicts = {student: verdict(result) for student, result in results.items()}
+    graded = [results[s].score for s, v in verdicts.items() if v is not Status.INVALID]
+    mean = f"mean {sum(graded) / len(graded):.2f} over {len(graded)} graded" if graded else "none graded"
+    table = Table(title=f"{len(results)} submissions ({mean})", title_justify="left")
     for column in ("verdict", "students", "mean score"):
         table.add_column(column)
-    for verdict, count in sorted(Counter(str(r.verdict) for r in results).items()):
-        scores = [r.score for r in results if str(r.verdict) == verdict]
-        table.add_row(
-            Text(verdict, style=STYLES[Status(verdict)]), str(count), f"{sum(scores) / len(scores):.2f}"
-        )
+    for name, count in sorted(Counter(str(v) for v in verdicts.values()).items()):
+        scores = [results[s].score for s, v in verdicts.items() if str(v) == name]
+        shown = "-" if name == Status.INVALID else f"{sum(scores) / len(scores):.2f}"
+        table.add_row(Text(name, style=STYLES[Status(name)]), str(count), shown)
     console.print(table)
+    invalid = sorted(s for s, v in verdicts.items() if v is Status.INVALID)
+    if invalid:
+        console.print(
+            f"[bold yellow]{len(invalid)} invalid, not graded[/] (0 in the gradebook, the reason as comment; "
+            "ask for a new upload):"
+        )
+    for student in invalid:
+        reason = results[student].notes[0] if results[student].notes else "invalid upload"
+        console.print(f"  {student}: {reason}", markup=False, highlight=False, soft_wrap=True)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -275,6 +360,14 @@ def checkpoint_summary(outcome: CheckpointOutcome, console: Console) -> None:
         console.print(f"What you can do now: {section.checkpoint.summary}", markup=False)
     else:
         console.print(f"[bold]Checkpoint {section.number} not passed yet:[/] {figures}")
+        if outcome.missed:
+            console.print(
+                "Every concept of the section must be earned; these are not yet (each one alone keeps the "
+                "checkpoint from passing):",
+                markup=False,
+            )
+            for concept in outcome.missed:
+                console.print(f"  - {concept}", markup=False)
         todo = [r.exercise for r in outcome.results if not r.full_marks]
         console.print("Work on " + ", ".join(f"`grade exercise {key}`" for key in todo))
     public_only = [r.exercise for r in outcome.results if all(t.suite == "public" for t in r.tests)]

@@ -16,6 +16,7 @@ class Status(StrEnum):
     CRASHED = "crashed"
     OOM = "oom"
     BLOCKED = "blocked"
+    INVALID = "invalid"  # the upload cannot be graded (empty, corrupt, none of the files): nothing ran
     ERROR = "error"
     """The grader or the course itself broke (e.g. a hidden suite that does not import); never the student."""
 
@@ -30,7 +31,9 @@ class TestResult:
     """Gradescope's 'number': '<part index>.<test index>', both from 1."""
     part: str
     score: float
+    """``max_score`` when the test's whole concept is earned (all its tests passed), else 0."""
     max_score: float
+    """The test's even share of its concept's points."""
     status: Status
     output: str = ""
     """One or more lines for the student; failures start with '[part rank r/R]'."""
@@ -38,10 +41,30 @@ class TestResult:
     """'public' (exercises/, shipped to students) or 'hidden' (solutions/, instructor-only)."""
     world_size: int | None = None
     seconds: float = 0.0
+    concept: str = ""
+    """The concept the test scores for (course concepts.yml); the part's name when the part declares none."""
 
     @property
     def visibility(self) -> str:
         return "visible" if self.suite == "public" else "after_published"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConceptScore:
+    """One concept of one part: earned in full when every one of its tests passed, else not at all."""
+
+    part: str
+    name: str
+    idea: str
+    score: float
+    max_score: float
+    passed: int
+    """Tests of the concept that passed, of ``tests``."""
+    tests: int
+
+    @property
+    def earned(self) -> bool:
+        return self.passed == self.tests
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,6 +79,8 @@ class ExerciseResult:
     execution_time: float = 0.0
     notes: tuple[str, ...] = field(default=())
     """Run-level remarks, e.g. 'the hidden suite is not available: public checks only'."""
+    concepts: tuple[ConceptScore, ...] = ()
+    """Score per concept (``grader.scoring``); empty for a result no test reported for."""
 
     @property
     def score(self) -> float:
@@ -105,7 +130,8 @@ class ExerciseResult:
         """Rebuild from ``to_dict`` output (e.g. JSON from a container); ``ValueError`` on anything else."""
         try:
             tests = tuple(TestResult(**t | {"status": Status(t["status"])}) for t in data["tests"])
+            concepts = tuple(ConceptScore(**c) for c in data.get("concepts", ()))
             fields = {k: data[k] for k in ("exercise", "title", "graded", "device", "execution_time")}
-            return cls(tests=tests, notes=tuple(data.get("notes", ())), **fields)
+            return cls(tests=tests, notes=tuple(data.get("notes", ())), concepts=concepts, **fields)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a grading result: {exc}") from None

@@ -1,4 +1,4 @@
-"""Feedback that teaches: every test of 01, 02 and 22 names its concept; the send/recv trace reads right."""
+"""Feedback that teaches: every test of every exercise scores for a declared concept; traces read right."""
 
 from __future__ import annotations
 
@@ -10,16 +10,13 @@ import pytest
 from rich.console import Console
 
 from grader import report
+from grader.course import CONCEPTS_FILE, load_course
 from grader.harness import CommEvent, CommLog, RankResult, chunk_of, comm_trace
 from grader.results import ExerciseResult, Status, TestResult
 
 REPO = Path(__file__).parent.parent
-TAUGHT = ["01_comm_primitives", "02_ring_tree", "22_memory_budget"]
-SUITES = [
-    REPO / root / d / name
-    for d in TAUGHT
-    for root, name in (("exercises", "test_public.py"), ("solutions", "test_hidden.py"))
-]
+COURSE = load_course(REPO / "course.yml")
+GRADED = [e for e in COURSE.exercises if e.parts]
 
 
 def collect_tests(path: Path) -> list[tuple[str, object]]:
@@ -30,26 +27,44 @@ def collect_tests(path: Path) -> list[tuple[str, object]]:
     found = []
     for name, value in vars(module).items():
         if name.startswith("test_") and inspect.isfunction(value):
-            found.append((name, value))
+            found.append((name, getattr(value, "pytestmark", [])))
         elif name.startswith("Test") and inspect.isclass(value):
-            found += [(f"{name}.{n}", f) for n, f in vars(value).items() if n.startswith("test_")]
+            marks = getattr(value, "pytestmark", [])
+            found += [
+                (f"{name}.{n}", marks + getattr(f, "pytestmark", []))
+                for n, f in vars(value).items()
+                if n.startswith("test_")
+            ]
     return found
 
 
+def marked(marks: list, kind: str) -> list[str]:
+    return [m.args[0] for m in marks if m.name == kind and m.args]
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnknownMarkWarning")  # the grader registers the marks
-@pytest.mark.parametrize("suite", SUITES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_every_test_names_its_concept(suite: Path) -> None:
-    tests = collect_tests(suite)
-    assert tests
-    missing = [
-        name
-        for name, function in tests
-        if not any(
-            m.name == "concept" and m.args and len(m.args[0]) > 40
-            for m in getattr(function, "pytestmark", [])
-        )
-    ]
-    assert not missing, f"{suite.relative_to(REPO)}: no concept on {missing}"
+@pytest.mark.parametrize("exercise", GRADED, ids=lambda e: e.dirname)
+def test_every_test_scores_for_a_declared_concept_and_every_concept_has_tests(exercise) -> None:  # type: ignore[no-untyped-def]
+    assert (COURSE.exercise_dir(exercise) / CONCEPTS_FILE).is_file(), (
+        f"{exercise.dirname} has no concepts.yml"
+    )
+    parts = {p.id: p for p in exercise.parts}
+    used: set[tuple[str, str]] = set()
+    problems = []
+    for suite in (
+        COURSE.exercise_dir(exercise) / "test_public.py",
+        COURSE.solution_dir(exercise) / "test_hidden.py",
+    ):
+        for name, marks in collect_tests(suite):
+            part_ids, concepts = marked(marks, "part"), marked(marks, "concept")
+            part = parts.get(part_ids[0]) if len(part_ids) == 1 else None
+            if part is None or len(concepts) != 1 or part.concept(concepts[0]) is None:
+                problems.append(f"{suite.name}::{name} part={part_ids} concept={concepts}")
+            else:
+                used.add((part.id, concepts[0]))
+    unused = [f"{p.id}: {c.name}" for p in exercise.parts for c in p.concepts if (p.id, c.name) not in used]
+    assert not problems, f"tests without exactly one declared concept of their part: {problems}"
+    assert not unused, f"concepts no test grades: {unused}"
 
 
 def ring_results(p: int, n: int) -> list[RankResult]:

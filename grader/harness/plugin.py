@@ -8,6 +8,7 @@ policies, and records one ``TestResult`` per test.
 from __future__ import annotations
 
 import importlib.util
+import random
 import sys
 import textwrap
 import time
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from grader.course import Course, Exercise, Part
+from grader.course import Concept, Course, Exercise, Part
 from grader.harness.factory import FactoryError
 from grader.harness.outcomes import (
     Blocked,
@@ -30,7 +31,7 @@ from grader.harness.outcomes import (
     WorldTimeout,
 )
 from grader.harness.pool import Pools
-from grader.harness.testing import World, comm_trace
+from grader.harness.testing import Hangs, World, comm_trace
 from grader.results import Status, TestResult
 
 
@@ -48,8 +49,10 @@ class GradingPlugin:
         artifacts_dir: Path | None = None,
         only_part: str | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        shuffle_seed: int | None = None,
     ) -> None:
-        """``only_part`` grades that part alone; ``on_progress(done, total)`` is called as each test ends."""
+        """``only_part`` grades that part alone; ``on_progress(done, total)`` is called as each test ends;
+        ``shuffle_seed`` runs the tests in a random order (scores must not depend on it)."""
         self.course, self.exercise, self.pools = course, exercise, pools
         self.only_part, self.on_progress = only_part, on_progress
         self._total = 0
@@ -60,10 +63,14 @@ class GradingPlugin:
         self.results: list[TestResult] = []
         self.errors: list[str] = []
         """Problems with the suite itself (collection errors, unknown parts): course bugs, not verdicts."""
+        self.shuffle_seed = shuffle_seed
         self._parts = {p.id: p for p in exercise.parts}
         self._tests_per_part: dict[str, int] = {}
         self._numbers: dict[str, str] = {}
-        self._hung: dict[tuple[str, int], str] = {}
+        self._concepts: dict[str, str] = {}
+        """nodeid -> the concept the test scores for (the part's name when the part declares none)."""
+        self._tests_per_concept: dict[tuple[str, str], int] = {}
+        self._hangs: Hangs = {}
         self._started = time.monotonic()
 
     # -----------------------------------------------------------------------------------------------------
@@ -73,7 +80,7 @@ class GradingPlugin:
         """Register the ``part`` and ``concept`` markers."""
         config.addinivalue_line("markers", "part(id): the course.yml part this test scores for")
         config.addinivalue_line(
-            "markers", "concept(text): the idea the test checks, added to its failure message"
+            "markers", "concept(name): the concept.yml concept the test scores for; its idea is shown"
         )
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -106,13 +113,32 @@ class GradingPlugin:
         known = [i for i in items if self._part_of(i) is not None]
         order = {p.id: n for n, p in enumerate(self.exercise.parts, start=1)}
         for item in known:
-            part_id = self._part_of(item).id  # type: ignore[union-attr]
-            self._tests_per_part[part_id] = self._tests_per_part.get(part_id, 0) + 1
-            self._numbers[item.nodeid] = f"{order[part_id]}.{self._tests_per_part[part_id]}"
+            part = self._part_of(item)
+            assert part is not None
+            self._tests_per_part[part.id] = self._tests_per_part.get(part.id, 0) + 1
+            self._numbers[item.nodeid] = f"{order[part.id]}.{self._tests_per_part[part.id]}"
+            concept = self._concepts[item.nodeid] = self._concept_of(item, part)
+            self._tests_per_concept[part.id, concept] = self._tests_per_concept.get((part.id, concept), 0) + 1
         if self.only_part is not None:
             known = [i for i in known if self._part_of(i).id == self.only_part]  # type: ignore[union-attr]
+        if self.shuffle_seed is not None:
+            random.Random(self.shuffle_seed).shuffle(known)
         items[:] = known
         self._total = len(known)
+
+    def _concept_of(self, item: pytest.Item, part: Part) -> str:
+        """The concept ``item`` scores for; a concept its part does not declare is a course bug."""
+        if not part.concepts:
+            return part.name
+        marker = item.get_closest_marker("concept")
+        name = marker.args[0] if marker and marker.args else None
+        if part.concept(str(name)) is None:
+            declared = ", ".join(c.name for c in part.concepts)
+            self.errors.append(
+                f"{item.nodeid}: marked concept({name!r}), not a concept of {part.id} ({declared}); "
+                f"see exercises/{self.exercise.dirname}/concepts.yml"
+            )
+        return str(name)
 
     def _part_of(self, node: pytest.Item | Any) -> Part | None:
         marker = node.get_closest_marker("part")
@@ -128,7 +154,9 @@ class GradingPlugin:
         part = self._part_of(request.node)
         assert part is not None
         self._refuse_to_start(part, size)
-        return World(self.pools.get(size, part.nodes), part.timeout)
+        return World(
+            self.pools.get(size, part.nodes), part.timeout, hangs=self._hangs, test=request.node.name
+        )
 
     @pytest.fixture
     def reference(self) -> Callable[[str], ModuleType]:
@@ -156,11 +184,6 @@ class GradingPlugin:
             raise Blocked(f"blocked: needs {size} GPUs; this run uses the CPU")
         if self.device == "cuda" and size > self.gpus:
             raise Blocked(f"blocked: needs {size} GPUs, found {self.gpus}")
-        if (part.id, size) in self._hung:
-            raise NotRun(
-                f"not run: {part.id} already hung at {size} ranks in {self._hung[part.id, size]}; "
-                "a deadlock is almost always structural, so fix that one first"
-            )
         if time.monotonic() - self._started > self.exercise.timeout:
             raise NotRun(f"not run: the exercise's time budget of {self.exercise.timeout:g} s is used up")
 
@@ -194,16 +217,16 @@ class GradingPlugin:
         assert part is not None
         size = item.callspec.params.get("world") if hasattr(item, "callspec") else None
         status, output = _verdict(call, report, part.id)
+        concept = self._concepts[item.nodeid]
         if status is Status.FAILED:
-            output = _explained(output, item, call)
-        if status is Status.TIMEOUT and call.excinfo and not call.excinfo.errisinstance(NotRun):
-            self._hung[part.id, size] = item.name
-        max_score = part.points / self._tests_per_part[part.id]
+            output = _explained(output, item, call, part.concept(concept))
+        max_score = part.concept_points(concept) / self._tests_per_concept[part.id, concept]
         suite = "public" if Path(str(item.path)).is_relative_to(self.course.root / "exercises") else "hidden"
         return TestResult(
             name=item.name,
             number=self._numbers[item.nodeid],
             part=part.id,
+            concept=concept,
             score=max_score if status is Status.PASSED else 0.0,
             max_score=max_score,
             status=status,
@@ -214,13 +237,12 @@ class GradingPlugin:
         )
 
 
-def _explained(output: str, item: pytest.Item, call: pytest.CallInfo[None]) -> str:
-    """Add the test's ``concept`` and, after a wrong answer, the send/recv trace of its last world task."""
+def _explained(output: str, item: pytest.Item, call: pytest.CallInfo[None], concept: Concept | None) -> str:
+    """Add the test's concept and, after a wrong answer, the send/recv trace of its last world task."""
     if "NotImplementedError" in output.splitlines()[0]:
         return output  # nothing written yet: the concept would only be noise
-    marker = item.get_closest_marker("concept")
-    if marker is not None and marker.args:
-        output += f"\n  concept: {marker.args[0]}"
+    if concept is not None:
+        output += f"\n  concept: {concept.idea}"
     world = getattr(item, "funcargs", {}).get("world")
     wrong_answer = call.excinfo is not None and not call.excinfo.errisinstance(RankFailure)
     if isinstance(world, World) and world.last and wrong_answer:

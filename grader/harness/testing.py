@@ -7,17 +7,28 @@ from typing import Any
 
 import torch
 
-from grader.harness.outcomes import CheckFailure, CommEvent, RankResult
+from grader.harness.outcomes import CheckFailure, CommEvent, NotRun, RankResult, WorldTimeout
 from grader.harness.pool import Pool
+
+Hangs = dict[tuple[Any, ...], str]
+"""Calls that hung in this grading run -> which test hung and where: ``call_key(task, size)`` keys."""
 
 
 class World:
-    """A test's view of ``size`` ranks: run student functions or rank programs on all of them at once."""
+    """A test's view of ``size`` ranks: run student functions or rank programs on all of them at once.
 
-    def __init__(self, pool: Pool, timeout_s: float) -> None:
+    A call that hung once is not made again in the same grading run: the same function (or rank program)
+    with the same configuration (its scalar arguments) at the same world size raises ``NotRun`` naming the
+    test that hung. Any other call still runs, so one deadlock costs only the tests that make it.
+    """
+
+    def __init__(self, pool: Pool, timeout_s: float, *, hangs: Hangs | None = None, test: str = "") -> None:
+        """``hangs`` is shared by every world of one grading run; ``test`` names the test using this one."""
         self.size = pool.size
         self._pool = pool
         self._timeout_s = timeout_s
+        self._hangs = hangs if hangs is not None else {}
+        self._test = test
         self.last: list[RankResult] | None = None
         """The results of the last task that came back from every rank (for the failure trace)."""
 
@@ -58,8 +69,18 @@ class World:
         return self._submit(tasks)
 
     def _submit(self, tasks: list[dict[str, Any]]) -> list[RankResult]:
+        key = call_key(tasks[0], self.size)
+        if key in self._hangs:
+            raise NotRun(f"not run: {key[0]} {self._hangs[key]}; the same call would hang again")
         self.last = None
-        self.last = self._pool.submit(tasks, self._timeout_s)
+        try:
+            self.last = self._pool.submit(tasks, self._timeout_s)
+        except WorldTimeout as hang:
+            where = next((ln.strip() for ln in str(hang).splitlines()[1:] if ln.strip()), "")
+            self._hangs[key] = f"already hung at {self.size} ranks in {self._test}" + (
+                f" ({where})" if where else ""
+            )
+            raise
         return self.last
 
     def _per_rank(self, value: Sequence[dict[str, Any]] | dict[str, Any]) -> list[dict[str, Any]]:
@@ -214,3 +235,19 @@ def _rank_steps(res: RankResult, labels: dict[tuple[int, int, int], str]) -> lis
         " ".join(x for x in (sends[k] if k < len(sends) else "", recvs[k] if k < len(recvs) else "") if x)
         for k in range(max(len(sends), len(recvs)))
     ]
+
+
+def call_key(task: dict[str, Any], size: int) -> tuple[Any, ...]:
+    """What makes two calls the same call: the function or program, its scalar arguments, the world size.
+
+    Tensors and containers are data, not configuration: the same ring on another tensor hangs again.
+    """
+    target = task.get("program") or f"{task['module']}.{task['function']}"
+    named = task.get("kwargs") or task.get("inputs") or {}
+    scalars = [repr(a) for a in task.get("args", ()) if _scalar(a)]
+    scalars += [f"{k}={v!r}" for k, v in sorted(named.items()) if _scalar(v)]
+    return (target, tuple(scalars), size)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float | str)

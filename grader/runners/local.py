@@ -18,6 +18,7 @@ from grader.harness.pool import Pools, WorldConfig
 from grader.harness.remote import allocation_nodes
 from grader.results import ExerciseResult
 from grader.runners import GradeJob, SuiteError
+from grader.scoring import score_by_concept
 from grader.submission import stage
 
 RANK_PROCESSES = 4096
@@ -44,16 +45,19 @@ class LocalRunner:
         limits: sandbox.RankLimits | None = None,
         run_as_uid: int | None = None,
         programs_root: Path | None = None,
+        shuffle_seed: int | None = None,
     ) -> None:
         """``sandbox_mode``: ``auto`` (default, from ``DISTGPU_SANDBOX``), ``bwrap`` (required) or ``none``.
         ``limits``: the rank limits inside the sandbox (default ``RankLimits()``).
         ``run_as_uid`` and ``programs_root`` serve the container entry point (the container is the sandbox):
-        ranks drop to that uid and read rank programs from ``programs_root/NN_slug``."""
+        ranks drop to that uid and read rank programs from ``programs_root/NN_slug``.
+        ``shuffle_seed`` runs each suite's tests in a seeded random order (a score must not depend on it)."""
         self.reuse_worlds = reuse_worlds
         self.sandbox_mode = sandbox_mode or sandbox.requested_mode()
         self.limits = limits or sandbox.RankLimits()
         self.run_as_uid = run_as_uid
         self.programs_root = programs_root
+        self.shuffle_seed = shuffle_seed
         self.last_pools: Pools | None = None
         """The pools of the last run, kept for benchmarks (start counts and times)."""
 
@@ -77,14 +81,17 @@ class LocalRunner:
             notes.append(
                 "public checks only: the hidden tests run when you submit, so this is not your final score"
             )
+        ordered = tuple(sorted(plugin.results, key=lambda t: tuple(int(n) for n in t.number.split("."))))
+        tests, concepts = score_by_concept(ordered, job.exercise)
         return ExerciseResult(
             exercise=job.exercise.key,
             title=job.exercise.title,
             graded=job.label,
             device=plugin.device,
-            tests=tuple(sorted(plugin.results, key=lambda t: tuple(int(n) for n in t.number.split(".")))),
+            tests=tests,
             execution_time=round(time.perf_counter() - started, 3),
             notes=tuple(notes),
+            concepts=concepts,
         )
 
     def _grade(self, job: GradeJob, scratch: Path) -> GradingPlugin:
@@ -129,6 +136,7 @@ class LocalRunner:
             artifacts_dir=None if self.run_as_uid is not None else artifacts,
             only_part=job.part,
             on_progress=job.on_progress,
+            shuffle_seed=self.shuffle_seed,
         )
         args = [
             *map(str, suites),

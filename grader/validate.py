@@ -1,0 +1,263 @@
+"""``grade validate``: mutation testing for an autograder. Is each exercise's suite fair, and does it bite?
+
+For one exercise it grades, with one runner (one judge process, torch imported once):
+  1. the reference ``runs`` times: full marks every time, else the tests that wavered are named (flaky);
+  2. the fresh stubs: zero, every test a NotImplementedError;
+  3. the alternative-correct corpus, ``tests/validity/NN_slug/alt-*/``: correct solutions written from the
+     README alone, laid over a copy of the reference; each must earn full marks (else the suite over-fits);
+  4. the bug corpus, ``tests/corpus/NN_slug.yml``: plausible mistakes applied to the reference; each must
+     fail a test of the concept it names, and so lose at least that concept's share of the points.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grader.course import Course, Exercise
+from grader.results import ExerciseResult, Status
+from grader.runners import GradeJob, Runner
+from grader.stubs import render_stub
+
+BUG_KEYS = {"name", "why", "file", "replace", "with", "concept", "loses", "keeps", "verdict", "message"}
+"""What a bug-corpus entry may say (docs/authoring.md); name, why, file, replace, with, concept: always."""
+ALT_CASE_FILE = "case.yml"
+
+
+class CorpusError(ValueError):
+    """A corpus entry that cannot be applied (the reference changed under it): the corpus must be fixed."""
+
+
+@dataclass(frozen=True)
+class BugOutcome:
+    bug: dict[str, Any]
+    result: ExerciseResult
+    concept_points: float
+    """What the named concept is worth: the least this bug must lose."""
+    problem: str | None
+    """None when the bug was caught as it must be."""
+
+    @property
+    def loss_share(self) -> float:
+        """Points lost over the concept's points (>= 1 when caught)."""
+        lost = self.result.max_score - self.result.score
+        return lost / self.concept_points if self.concept_points else 0.0
+
+
+@dataclass(frozen=True)
+class AltOutcome:
+    name: str
+    why: str
+    result: ExerciseResult
+
+    @property
+    def problem(self) -> str | None:
+        if self.result.full_marks:
+            return None
+        lost = [t for t in self.result.tests if t.status is not Status.PASSED]
+        first = lost[0].output.splitlines()[0] if lost[0].output else str(lost[0].status)
+        return (
+            f"alt {self.name}: {self.result.score:g}/{self.result.max_score:g}, {len(lost)} test(s) reject "
+            f"a correct solution, first {lost[0].name}: {first}"
+        )
+
+
+@dataclass(frozen=True)
+class Validity:
+    exercise: Exercise
+    references: list[ExerciseResult]
+    stubs: ExerciseResult
+    alts: list[AltOutcome]
+    bugs: list[BugOutcome]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def smallest_loss(self) -> float | None:
+        """The smallest (points lost / concept points) over the bug corpus: >= 1 when every bug is caught."""
+        return min((b.loss_share for b in self.bugs), default=None)
+
+    def summary(self) -> dict[str, Any]:
+        """The row of the validity table, as JSON values."""
+        stable = sum(r.full_marks for r in self.references)
+        return {
+            "exercise": self.exercise.key,
+            "slug": self.exercise.slug,
+            "reference_stable": f"{stable}/{len(self.references)}",
+            "stub_zero": self.stubs.score == 0,
+            "alt_full": f"{sum(a.problem is None for a in self.alts)}/{len(self.alts)}",
+            "bugs_caught": f"{sum(b.problem is None for b in self.bugs)}/{len(self.bugs)}",
+            "smallest_loss_per_concept": None if self.smallest_loss is None else round(self.smallest_loss, 3),
+            "problems": self.problems,
+            "alts": [{"name": a.name, "score": a.result.score, "max": a.result.max_score} for a in self.alts],
+            "bugs": [
+                {
+                    "name": b.bug["name"],
+                    "concept": b.bug.get("concept"),
+                    "lost": round(b.result.max_score - b.result.score, 6),
+                    "concept_points": round(b.concept_points, 6),
+                    "caught": b.problem is None,
+                }
+                for b in self.bugs
+            ],
+        }
+
+
+def validate_exercise(
+    *,
+    course: Course,
+    exercise: Exercise,
+    runner: Runner,
+    device: str,
+    corpus_root: Path,
+    runs: int = 3,
+    on_step: Callable[[str], None] = lambda what: None,
+) -> Validity:
+    """Grade the reference ``runs`` times, the stubs, every alt-correct case and every bug of ``exercise``.
+
+    ``corpus_root`` holds ``corpus/NN_slug.yml`` and ``validity/NN_slug/alt-*/``. ``CorpusError`` when an
+    entry cannot be applied to the reference.
+    """
+
+    def grade(source: Path, label: str) -> ExerciseResult:
+        on_step(label)
+        job = GradeJob(course=course, exercise=exercise, source=source, label=label, device=device)
+        return runner.run(job)
+
+    reference_dir = course.solution_dir(exercise)
+    references = [grade(reference_dir, f"reference run {i + 1}") for i in range(runs)]
+    with _stubs(course, exercise) as folder:
+        stubs = grade(folder, "stubs")
+    alts = []
+    for case in alt_cases(corpus_root, exercise):
+        with _overlaid(reference_dir, case) as folder:
+            why = yaml.safe_load((case / ALT_CASE_FILE).read_text()).get("why", "")
+            alts.append(AltOutcome(case.name, why, grade(folder, case.name)))
+    bugs = []
+    for bug in bug_corpus(corpus_root, exercise):
+        with _mutated(reference_dir, bug) as folder:
+            result = grade(folder, bug["name"])
+        bugs.append(_judged_bug(exercise, bug, result))
+    problems = _reference_problems(references) + _stub_problems(stubs)
+    problems += [a.problem for a in alts if a.problem] + [b.problem for b in bugs if b.problem]
+    return Validity(exercise, references, stubs, alts, bugs, problems)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the corpora
+
+
+def bug_corpus(corpus_root: Path, exercise: Exercise) -> list[dict[str, Any]]:
+    path = corpus_root / "corpus" / f"{exercise.dirname}.yml"
+    if not path.is_file():
+        return []
+    bugs = yaml.safe_load(path.read_text()) or []
+    for bug in bugs:
+        unknown = set(bug) - BUG_KEYS
+        missing = {"name", "why", "file", "replace", "with", "concept"} - set(bug)
+        if unknown or missing:
+            raise CorpusError(
+                f"{path.name}: {bug.get('name')}: unknown {unknown or '-'}, missing {missing or '-'}"
+            )
+    return bugs
+
+
+def alt_cases(corpus_root: Path, exercise: Exercise) -> list[Path]:
+    folder = corpus_root / "validity" / exercise.dirname
+    cases = sorted(p for p in folder.glob("alt-*") if p.is_dir()) if folder.is_dir() else []
+    for case in cases:
+        if not (case / ALT_CASE_FILE).is_file():
+            raise CorpusError(f"{case}: no {ALT_CASE_FILE} saying how the case differs from the reference")
+    return cases
+
+
+@contextmanager
+def _stubs(course: Course, exercise: Exercise) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="distgpu-stubs-") as folder:
+        for name in exercise.files:
+            source = (course.solution_dir(exercise) / name).read_text()
+            (Path(folder) / name).write_text(render_stub(source, name))
+        yield Path(folder)
+
+
+@contextmanager
+def _overlaid(reference: Path, case: Path) -> Iterator[Path]:
+    """The reference with the case's files written over it."""
+    with tempfile.TemporaryDirectory(prefix="distgpu-alt-") as folder:
+        shutil.copytree(reference, folder, dirs_exist_ok=True)
+        for path in case.iterdir():
+            if path.name != ALT_CASE_FILE and path.is_file():
+                shutil.copyfile(path, Path(folder) / path.name)
+        yield Path(folder)
+
+
+@contextmanager
+def _mutated(reference: Path, bug: dict[str, Any]) -> Iterator[Path]:
+    """The reference with the bug's one ``replace`` -> ``with`` edit."""
+    with tempfile.TemporaryDirectory(prefix="distgpu-bug-") as folder:
+        shutil.copytree(reference, folder, dirs_exist_ok=True)
+        target = Path(folder) / bug["file"]
+        source = target.read_text()
+        if source.count(bug["replace"]) != 1:
+            raise CorpusError(
+                f"{bug['name']}: 'replace' must match {bug['file']} of the reference exactly once"
+            )
+        target.write_text(source.replace(bug["replace"], bug["with"]))
+        yield Path(folder)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# verdicts
+
+
+def _judged_bug(exercise: Exercise, bug: dict[str, Any], result: ExerciseResult) -> BugOutcome:
+    name = bug["concept"]
+    part = next((p for p in exercise.parts if p.concept(name) or (not p.concepts and p.name == name)), None)
+    if part is None:
+        return BugOutcome(
+            bug, result, 0.0, f"bug {bug['name']}: names concept {name!r}, which no part declares"
+        )
+    points = part.concept_points(name)
+    tests = [t for t in result.tests if (t.part, t.concept) == (part.id, name)]
+    lost = result.max_score - result.score
+    problem = None
+    if all(t.status is Status.PASSED for t in tests):
+        problem = f"bug {bug['name']}: every test of concept {name!r} passes (the bug goes unnoticed there)"
+    elif lost < points - 1e-6:
+        problem = f"bug {bug['name']}: loses {lost:g}, less than concept {name!r}'s {points:g} points"
+    return BugOutcome(bug, result, points, problem)
+
+
+def _reference_problems(references: list[ExerciseResult]) -> list[str]:
+    wavered = sorted(
+        {t.name for r in references for t in r.tests if t.status not in (Status.PASSED, Status.BLOCKED)}
+    )
+    if not wavered:
+        return []
+    failing_runs = sum(not r.full_marks for r in references)
+    kind = "fails" if failing_runs == len(references) else "is flaky"
+    return [f"reference {kind} ({failing_runs} of {len(references)} runs): {', '.join(wavered)}"]
+
+
+def _stub_problems(stubs: ExerciseResult) -> list[str]:
+    wrong = [
+        t.name
+        for t in stubs.tests
+        if t.status is not Status.BLOCKED
+        and (t.status is not Status.FAILED or "NotImplementedError" not in t.output)
+    ]
+    return (
+        [f"stubs: {len(wrong)} test(s) do not fail with NotImplementedError: {', '.join(wrong[:5])}"]
+        if wrong
+        else []
+    )
