@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--runs", type=int, default=3, help="gradings of the reference (default 3)")
     validate.add_argument("--json", type=Path, help="write the validity table here as JSON")
     validate.add_argument(
+        "--results", type=Path, help="write every graded result here, as NN_slug/<case>.json (results.json)"
+    )
+    validate.add_argument(
         "--corpus",
         type=Path,
         help="folder with corpus/NN_slug.yml and validity/NN_slug/alt-*/ (default: <course>/tests)",
@@ -405,7 +408,7 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
 
 
 def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.validate import validate_exercise
+    from grader.validate import CorpusError, validate_exercise
 
     if args.runs < 1:
         raise ValueError("--runs must be at least 1")
@@ -423,17 +426,24 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
         table.add_column(column)
     for exercise in exercises:
         with console.status(f"validating {exercise.key} {exercise.slug}") as status:
-            found = validate_exercise(
-                course=course,
-                exercise=exercise,
-                runner=runner,
-                device=args.device,
-                corpus_root=args.corpus or course.root / "tests",
-                runs=args.runs,
-                on_step=lambda what, e=exercise: status.update(f"validating {e.key} {e.slug}: {what}"),
-            )
+            try:
+                found = validate_exercise(
+                    course=course,
+                    exercise=exercise,
+                    runner=runner,
+                    device=args.device,
+                    corpus_root=args.corpus or course.root / "tests",
+                    runs=args.runs,
+                    on_step=lambda what, e=exercise: status.update(f"validating {e.key} {e.slug}: {what}"),
+                )
+            except CorpusError as exc:
+                console.print(f"{exercise.key} corpus: {exc}", soft_wrap=True, markup=False)
+                rows.append({"exercise": exercise.key, "slug": exercise.slug, "problems": [f"corpus: {exc}"]})
+                continue
         row = found.summary()
         rows.append(row)
+        if args.results:
+            found.write_results(args.results / exercise.dirname)
         loss = row["smallest_loss_per_concept"]
         table.add_row(
             f"{exercise.key} {exercise.slug}",

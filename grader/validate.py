@@ -11,6 +11,7 @@ For one exercise it grades, with one runner (one judge process, torch imported o
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -86,6 +87,19 @@ class Validity:
     def smallest_loss(self) -> float | None:
         """The smallest (points lost / concept points) over the bug corpus: >= 1 when every bug is caught."""
         return min((b.loss_share for b in self.bugs), default=None)
+
+    def graded(self) -> dict[str, ExerciseResult]:
+        """Every grading by case: 'reference-1'.., 'stubs', each alt's folder name, each bug's name."""
+        found = {f"reference-{i}": r for i, r in enumerate(self.references, start=1)}
+        found["stubs"] = self.stubs
+        found |= {a.name: a.result for a in self.alts}
+        return found | {b.bug["name"]: b.result for b in self.bugs}
+
+    def write_results(self, folder: Path) -> None:
+        """One results.json-shaped file per grading (``ExerciseResult.to_dict``), named by its case."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, result in self.graded().items():
+            (folder / f"{name}.json").write_text(json.dumps(result.to_dict(), indent=1))
 
     def summary(self) -> dict[str, Any]:
         """The row of the validity table, as JSON values."""
