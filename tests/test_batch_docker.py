@@ -17,7 +17,7 @@ from grader.course import Course
 from grader.runners.docker import sweep_leftovers
 
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
-EXPECTED = {"ok": 5.0, "wrong": 2.6, "crash": 1.0, "hang": 1.0, "corrupt": 0.0, "misnamed": 0.0}
+EXPECTED = {"ok": 5.0, "wrong": 2.0, "crash": 1.0, "hang": 1.0, "corrupt": 0.0, "misnamed": 0.0}
 COUNTS = {"ok": 14, "wrong": 8, "crash": 3, "hang": 1, "corrupt": 2, "misnamed": 2}
 
 

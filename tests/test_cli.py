@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -95,9 +97,11 @@ def test_flags_are_frozen() -> None:
         "checkpoint": ["--backend", "--device", "--help", "-h"],
         "hint": ["--help", "-h"],
         "check": ["--backend", "--device", "--help", "-h"],
+        "validate": ["--backend", "--corpus", "--device", "--help", "--json", "--results", "--runs", "-h"],
         "stubs": ["--help", "-h"],
         "batch": [
             "--account",
+            "--allow-unsandboxed",
             "--backend",
             "--device",
             "--dry-run",
@@ -131,7 +135,7 @@ def test_list_shows_the_students_last_score(
     assert cli.main(["--course", path, "exercise", "1", "--device", "cpu"]) == 1
     assert "your work in exercises/01_toy" in capsys.readouterr().out
     assert cli.main(["--course", path, "list"]) == 0
-    assert "2.6 / 5" in capsys.readouterr().out
+    assert "2 / 5" in capsys.readouterr().out
 
 
 def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixture[str]) -> None:
@@ -145,3 +149,113 @@ def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixt
     assert grade("doctor") == 0
     out = capsys.readouterr().out
     assert all(name in out for name in findings), out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# usage errors: exit 2 and one line, before anything is graded
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["batch", "{tmp}/nowhere"], "nowhere: no such folder of submissions"),
+        (["batch", "{tmp}/subs", "--workers", "0"], "--workers must be at least 1, got 0"),
+        (["batch", "{tmp}/subs", "--workers", "-3"], "--workers must be at least 1, got -3"),
+        (["batch", "{tmp}/subs", "--regrade", "zoe"], "--regrade: no submission for zoe in"),
+        (["exercise", "toy", "--submission", "{tmp}/nowhere.zip"], "nowhere.zip does not exist"),
+        (["exercise", "toy", "--submission", "{tmp}/notes.txt"], "cannot be graded: not a folder or a zip"),
+        (
+            ["exercise", "toy", "--submission", "{tmp}/subs/b.zip"],
+            "the archive is corrupt (not a zip file)",
+        ),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line_before_any_grading(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    (tmp_path / "subs" / "alice" / "toy.py").write_text("")
+    (tmp_path / "subs" / "b.zip").write_bytes(b"not a zip")
+    (tmp_path / "notes.txt").write_text("hello\n")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if argv[0] == "batch":
+        argv += ["--exercise", "toy", "--out", str(tmp_path / "out")]
+    assert grade(*argv) == 2
+    out = capsys.readouterr().out.strip()
+    assert len(out.splitlines()) == 1 and out.startswith("error: ") and said in out, out
+    assert not (tmp_path / "out").exists()
+
+
+def test_image_build_without_a_registry_names_the_offline_route(capsys: pytest.CaptureFixture[str]) -> None:
+    from docker_support import require_docker_engine
+
+    require_docker_engine()
+    assert grade("image", "build", "--base", "distgpu-test/no-such-base:1") == 2
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("building the cpu image") and len(lines) == 2, lines
+    assert "distgpu-test/no-such-base:1 is not here and cannot be pulled" in lines[1]
+    assert "containers/make-local-base.sh" in lines[1] and "--base" in lines[1]
+
+
+@pytest.mark.slow
+def test_image_build_removes_its_build_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build with no wheels to install (fast), under a tag of its own: no labelled stage image is left."""
+    from docker_support import require_docker_engine
+
+    require_docker_engine()
+    import docker
+
+    from grader import images
+
+    client = docker.from_env()
+    try:
+        client.images.get(images.LOCAL_BASE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{images.LOCAL_BASE} is not here (containers/make-local-base.sh builds it)")
+    tag = f"distgpu-test-build:{os.getpid()}"
+
+    def no_wheels(folder: Path, *, with_torch: bool) -> None:
+        folder.mkdir()
+        (folder / "requirements.txt").write_text("")
+        (folder / "requirements-nontorch.txt").write_text("")
+
+    monkeypatch.setattr(images, "_stage_wheels", no_wheels)
+    monkeypatch.setattr(images, "image_tag", lambda kind: tag)
+    try:
+        built = images.build_image(kind="cpu", base=images.LOCAL_BASE)
+        assert built.tag == tag
+        stage = client.images.list(filters={"dangling": True, "label": images.BUILD_STAGE_LABEL})
+        assert stage == []
+    finally:
+        client.images.remove(tag, force=True)
+
+
+def test_setup_keeps_one_stamp_that_serves_every_extras_combination(tmp_path: Path) -> None:
+    """A richer install serves a plainer request (scripts/grade after EXTRAS=dev); a new extra installs."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(Path(__file__).parent.parent / "scripts" / "setup", tmp_path / "scripts" / "setup")
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / ".venv").mkdir()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text('#!/bin/sh\necho installing >> "$(dirname "$0")/../installs"\nexit 1\n')
+    (fake / "python3").chmod(0o755)
+
+    def setup(extras: str) -> bool:
+        """True when it would install."""
+        env = {**os.environ, "EXTRAS": extras, "PATH": f"{fake}:{os.environ['PATH']}"}
+        before = (tmp_path / "installs").read_text() if (tmp_path / "installs").exists() else ""
+        subprocess.run([tmp_path / "scripts" / "setup"], env=env, capture_output=True, check=False)
+        after = (tmp_path / "installs").read_text() if (tmp_path / "installs").exists() else ""
+        return after != before
+
+    stamp = tmp_path / ".venv" / ".installed"
+    stamp.write_text("dev\n")
+    os.utime(tmp_path / "pyproject.toml", (1, 1))
+    assert not setup("") and not setup("instructor") and not setup("dev")
+    stamp.write_text("instructor\n")
+    assert not setup("") and not setup("instructor") and setup("dev")
+    stamp.write_text("")
+    assert not setup("") and setup("instructor")
+    stamp.unlink()
+    assert setup("")
