@@ -23,6 +23,7 @@ def run(world: World, program: str, **inputs: Any) -> Any:
 
 
 @pytest.mark.part("06.connect")
+@pytest.mark.concept("qp_state_machine")
 def test_connect_climbs_reset_init_rtr_rts(world: World) -> None:
     out = run(world, "connect_pair", link_layer="infiniband", routed=False, gid=None, start="RESET")
     states = [[step[:2] for step in log] for log in out["transitions"]]
@@ -36,6 +37,7 @@ def test_connect_climbs_reset_init_rtr_rts(world: World) -> None:
 
 
 @pytest.mark.part("06.recover")
+@pytest.mark.concept("poll_before_reset")
 def test_recover_collects_the_failed_write(world: World) -> None:
     out = run(world, "recover_pair", receives=0)
     statuses = [w["status_name"] for w in out["recovered_a"]]
@@ -43,6 +45,7 @@ def test_recover_collects_the_failed_write(world: World) -> None:
 
 
 @pytest.mark.part("06.send_recv")
+@pytest.mark.concept("two_sided_messages")
 def test_send_message(world: World) -> None:
     out = run(world, "send_one", payload=b"hello".hex(), size_b=64, access_b=RW, wr_id=41)
     assert out["sent"]["status_name"] == out["got"]["status_name"] == "IBV_WC_SUCCESS", out
@@ -50,6 +53,7 @@ def test_send_message(world: World) -> None:
 
 
 @pytest.mark.part("06.rdma_write")
+@pytest.mark.concept("one_sided_write")
 def test_rdma_write_is_one_sided(world: World) -> None:
     out = run(
         world, "write_one", payload="aabbcc", offset=10, key="good", access_b=RW, qp_access_b=RW, imm=None
@@ -60,12 +64,14 @@ def test_rdma_write_is_one_sided(world: World) -> None:
 
 
 @pytest.mark.part("06.rdma_write")
+@pytest.mark.concept("remote_keys")
 def test_bad_rkey_is_a_remote_access_error(world: World) -> None:
     out = run(world, "write_one", payload="aa", offset=0, key="lkey", access_b=RW, qp_access_b=RW, imm=None)
     assert out["done"]["status_name"] == "IBV_WC_REM_ACCESS_ERR", out["done"]
 
 
 @pytest.mark.part("06.rdma_read")
+@pytest.mark.concept("one_sided_read")
 def test_rdma_read(world: World) -> None:
     out = run(world, "read_one", offset=5, length=6, access_a=RW, access_b=RW, qp_access_b=RW)
     remote = bytes((7 * i + 3) % 256 for i in range(256))
@@ -74,6 +80,7 @@ def test_rdma_read(world: World) -> None:
 
 
 @pytest.mark.part("06.ib_vs_roce")
+@pytest.mark.concept("answer_format")
 def test_every_question_has_an_answer_of_the_right_kind(world: World) -> None:
     [res] = world.call("answers", "answers", args=[()])
     [questions] = [r.value for r in world.run("rank_programs:questions", inputs={})]

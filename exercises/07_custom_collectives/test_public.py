@@ -34,6 +34,7 @@ def build(world: World, function: str, nodes: int, gpus: int) -> Schedule:
     return schedule
 
 
+@pytest.mark.concept("allgather_correct")
 @pytest.mark.part("07.hierarchical_allgather")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_allgather_2x4(world: World) -> None:
@@ -41,6 +42,7 @@ def test_allgather_2x4(world: World) -> None:
     assert len(s.rounds) == 1 + 3, f"{len(s.rounds)} rounds; 2 nodes x 4 GPUs take (2-1) + (4-1) = 4"
 
 
+@pytest.mark.concept("one_gth_across_nodes")
 @pytest.mark.part("07.hierarchical_allreduce")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_allreduce_2x4_beats_the_ring(world: World) -> None:
@@ -51,6 +53,7 @@ def test_allreduce_2x4_beats_the_ring(world: World) -> None:
         assert t < ring, f"{nbytes:.0f} B: {t * 1e6:.1f} us, the flat ring takes {ring * 1e6:.1f} us"
 
 
+@pytest.mark.concept("allreduce_phases_compose")
 @pytest.mark.part("07.hierarchical_allreduce")
 @pytest.mark.parametrize("world", [4], indirect=True)
 def test_allreduce_for_real_2x2(world: World) -> None:

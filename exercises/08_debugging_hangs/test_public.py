@@ -36,6 +36,7 @@ SYMPTOMS = [
 ]
 
 
+@pytest.mark.concept("seq_alignment")
 @pytest.mark.part("08.flight_recorder")
 @pytest.mark.parametrize("world", [1], indirect=True)
 @pytest.mark.parametrize("name", ["skipped_allreduce", "broadcast_vs_allreduce", "healthy"])
@@ -47,6 +48,7 @@ def test_shipped_dumps(world: World, name: str) -> None:
     )
 
 
+@pytest.mark.concept("break_the_send_cycle")
 @pytest.mark.part("08.halo_exchange")
 def test_halo_stencil_finishes(world: World) -> None:
     p = world.size
@@ -57,6 +59,7 @@ def test_halo_stencil_finishes(world: World) -> None:
         assert_equal(res.returned, want[res.rank], rank=res.rank, world_size=p, what="stencil")
 
 
+@pytest.mark.concept("agree_on_step_count")
 @pytest.mark.part("08.uneven_microbatches")
 @pytest.mark.parametrize("world", [2], indirect=True)
 def test_microbatches_finish(world: World) -> None:
@@ -72,6 +75,7 @@ def test_microbatches_finish(world: World) -> None:
         assert_equal(res.returned[1], torch.tensor([3, 4]), rank=res.rank, world_size=2, what="micro-batch 1")
 
 
+@pytest.mark.concept("pad_then_trim")
 @pytest.mark.part("08.uneven_gather")
 @pytest.mark.parametrize("world", [2], indirect=True)
 def test_gather_uneven_finishes(world: World) -> None:
@@ -80,6 +84,7 @@ def test_gather_uneven_finishes(world: World) -> None:
         assert_equal(res.returned, torch.cat(parts), rank=res.rank, world_size=2, what="gathered tensor")
 
 
+@pytest.mark.concept("setting_format")
 @pytest.mark.part("08.env_vars")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_every_answer_is_a_setting(world: World) -> None:

@@ -140,3 +140,19 @@ def train_bucketed(
     else:
         buckets = repr(buckets)
     return {"params": _params(model), "logs": logs, "buckets": buckets}
+
+
+def broadcast_state(
+    ctx: Any, *, weights: list[torch.Tensor], buffers: list[torch.Tensor], src: int = 0
+) -> dict[str, Any]:
+    """broadcast_parameters on a linear chain followed by a BatchNorm1d whose buffers are set from `buffers`
+    (running_mean, running_var, num_batches_tracked): different on every rank before the call."""
+    ddp = ctx.submission("ddp")
+    chain = linear_chain([w.to(ctx.device) for w in weights])
+    norm = torch.nn.BatchNorm1d(weights[-1].shape[0], dtype=weights[-1].dtype, device=ctx.device)
+    with torch.no_grad():
+        for buf, value in zip(norm.buffers(), buffers, strict=True):
+            buf.copy_(value)
+    model = torch.nn.Sequential(chain, norm)
+    ddp.broadcast_parameters(model, src=src)
+    return {"params": _params(model), "buffers": [b.detach().clone() for b in model.buffers()]}

@@ -55,17 +55,20 @@ def check(results: list, expected: list[torch.Tensor]) -> None:
             )
 
 
+@pytest.mark.concept("gradient_mean")
 @pytest.mark.part("09.naive")
 def test_naive_matches_one_process(world: World) -> None:
     check(*run(world, "rank_programs:train_naive", steps=2))
 
 
+@pytest.mark.concept("reverse_fill")
 @pytest.mark.part("09.buckets")
 def test_buckets_docstring_example(world: World) -> None:
     [res] = world.call("ddp", "assign_buckets", args=[([8, 8, 16, 4], 20)])
     assert res.returned == [[3, 2], [1, 0]], f"assign_buckets([8, 8, 16, 4], 20) returned {res.returned}"
 
 
+@pytest.mark.concept("bucketed_mean")
 @pytest.mark.part("09.overlap")
 def test_bucketed_matches_one_process(world: World) -> None:
     results, expected = run(world, "rank_programs:train_bucketed", steps=2, cap_bytes=200)

@@ -22,6 +22,7 @@ def randn(shape: tuple[int, ...], seed: int, scale: float = 1.0) -> torch.Tensor
 
 
 @pytest.mark.part("11.regions")
+@pytest.mark.concept("conjugate_collectives")
 def test_gather_then_reduce_scatter(world: World) -> None:
     t, s = world.size, 2
     xs = [
@@ -37,6 +38,7 @@ def test_gather_then_reduce_scatter(world: World) -> None:
 
 
 @pytest.mark.part("11.linear")
+@pytest.mark.concept("column_parallel_gradients")
 def test_linear_forward(world: World) -> None:
     t, s, b, h, o = world.size, 2, 1, 4, 8
     x, w, bias = randn((t * s, b, h), 1), randn((o, h), 2), randn((o,), 3)
@@ -64,6 +66,7 @@ def dense_params() -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_block_matches_dense")
 def test_block_forward_without_dropout(world: World) -> None:
     t, p = world.size, dense_params()
     x = randn((2 * t, 1, 4), 7)
@@ -76,6 +79,7 @@ def test_block_forward_without_dropout(world: World) -> None:
 
 
 @pytest.mark.part("11.dropout_grads")
+@pytest.mark.concept("per_rank_dropout_stream")
 def test_dropout_uses_this_ranks_seed(world: World) -> None:
     t, p, seed = world.size, 0.25, 5
     x = torch.ones(3, 2, 2, dtype=torch.float64)

@@ -44,6 +44,7 @@ def qkv(B: int = 1, S: int = 8, H: int = 2, D: int = 4) -> list[torch.Tensor]:
 
 
 @pytest.mark.part("12.online_softmax")
+@pytest.mark.concept("lse_merge")
 def test_merge_two_halves(world: World) -> None:
     q, k, v, _ = qkv()
     pos = torch.arange(8)
@@ -68,6 +69,7 @@ def test_merge_two_halves(world: World) -> None:
 
 
 @pytest.mark.part("12.load_balance")
+@pytest.mark.concept("zigzag_layout")
 def test_zigzag_positions(world: World) -> None:
     # S = 8, P = 2: chunks of 2; rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2
     for rank, want in [(0, [0, 1, 6, 7]), (1, [2, 3, 4, 5])]:
@@ -80,6 +82,7 @@ def contiguous(x: torch.Tensor, P: int, r: int) -> torch.Tensor:
 
 
 @pytest.mark.part("12.ring_forward")
+@pytest.mark.concept("ring_merges_every_block")
 def test_ring_forward_causal(world: World) -> None:
     P = world.size
     q, k, v, _ = qkv()
@@ -95,6 +98,7 @@ def test_ring_forward_causal(world: World) -> None:
 
 
 @pytest.mark.part("12.ring_backward")
+@pytest.mark.concept("travelling_accumulator")
 def test_ring_backward_causal(world: World) -> None:
     P = world.size
     q, k, v, dout = (t.requires_grad_() for t in qkv())
@@ -112,6 +116,7 @@ def test_ring_backward_causal(world: World) -> None:
 
 
 @pytest.mark.part("12.ulysses_all_to_all")
+@pytest.mark.concept("seq_head_transpose")
 def test_seq_to_head(world: World) -> None:
     P = world.size
     x = torch.arange(2 * P * P * 3, dtype=torch.float64).view(1, 2 * P, P, 3)  # (B, S, H, D), exact values
@@ -124,6 +129,7 @@ def test_seq_to_head(world: World) -> None:
 
 
 @pytest.mark.part("12.ulysses_attention")
+@pytest.mark.concept("ulysses_matches_full_attention")
 def test_ulysses_forward(world: World) -> None:
     P = world.size
     q, k, v, dout = qkv(H=4)

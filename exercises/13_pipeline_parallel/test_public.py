@@ -25,6 +25,7 @@ def ops(world: World, function: str, *args: int) -> list[str]:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("one_f_one_b")
 def test_1f1b_warmup(world: World) -> None:
     p, m = 4, 6
     for r, got in enumerate(ops(world, "one_f_one_b_schedule", p, m)):
@@ -33,6 +34,7 @@ def test_1f1b_warmup(world: World) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("interleaved_virtual_stages")
 def test_interleaved_p2_m4_v2(world: World) -> None:
     [res] = world.call("schedules", "interleaved_schedule", args=[(2, 4, 2)])
     got = [[tuple(a) for a in actions] for actions in res.returned]
@@ -53,6 +55,7 @@ def test_interleaved_p2_m4_v2(world: World) -> None:
 
 
 @pytest.mark.part("13.simulator")
+@pytest.mark.concept("dependency_clock")
 def test_hand_timed_gpipe(world: World) -> None:
     # p = 2, m = 2, t_f = 1, t_b = 2. Rank 1: F0 at 1, F1 at 2, B0 at 3, B1 at 5 (ends 7).
     # Rank 0: F0 at 0, F1 at 1; B0 waits for rank 1's B0 (ends 5), B1 for rank 1's B1 (ends 7).
@@ -66,6 +69,7 @@ def test_hand_timed_gpipe(world: World) -> None:
 
 
 @pytest.mark.part("13.simulator")
+@pytest.mark.concept("bubble_definitions")
 def test_gpipe_bubble_formula(world: World) -> None:
     p, m = 4, 8
     schedule = [[["F", i, 0] for i in range(m)] + [["B", i, 0] for i in range(m)] for _ in range(p)]
@@ -76,6 +80,7 @@ def test_gpipe_bubble_formula(world: World) -> None:
 
 
 @pytest.mark.part("13.executor")
+@pytest.mark.concept("pipeline_equals_unsplit")
 def test_gpipe_matches_unsplit_mlp(world: World) -> None:
     p, m, h = world.size, 3, 4
     g = torch.Generator().manual_seed(0)

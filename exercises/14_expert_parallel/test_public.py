@@ -19,6 +19,7 @@ FORBID = ["all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "re
 
 
 @pytest.mark.part("14.routing")
+@pytest.mark.concept("capacity_formula")
 def test_capacity(world: World) -> None:
     for args, expected in [((16, 4, 2, 1.25), 10), ((10, 4, 1, 1.0), 3)]:  # ceil(k T cf / E)
         [res] = world.call("moe", "expert_capacity", args=[args])
@@ -26,6 +27,7 @@ def test_capacity(world: World) -> None:
 
 
 @pytest.mark.part("14.routing")
+@pytest.mark.concept("first_choices_first")
 def test_everyone_wants_expert_0(world: World) -> None:
     logits = torch.tensor([[3.0, 0.0]] * 4, dtype=torch.float64)  # 4 tokens, 2 experts, capacity 2
     [res] = world.call("moe", "route", args=[(logits, 1, 2)])
@@ -38,6 +40,7 @@ def test_everyone_wants_expert_0(world: World) -> None:
 
 
 @pytest.mark.part("14.dispatch")
+@pytest.mark.concept("dispatch_layout")
 def test_one_expert_per_token(world: World) -> None:
     p, T = world.size, 5
     E = 2 * p  # two experts per rank: rank r holds experts 2r and 2r+1
@@ -60,6 +63,7 @@ def test_one_expert_per_token(world: World) -> None:
 
 
 @pytest.mark.part("14.moe_layer")
+@pytest.mark.concept("moe_matches_dense")
 def test_no_drops_matches_dense(world: World) -> None:
     p, T, H, F, k = world.size, 6, 4, 5, 2
     E = 2 * p

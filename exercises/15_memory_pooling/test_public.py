@@ -30,6 +30,7 @@ def as_bytes(values: list[int]) -> torch.Tensor:
 
 
 @pytest.mark.part("15.allocator")
+@pytest.mark.concept("first_fit_and_coalescing")
 def test_first_fit_and_coalescing(world: World) -> None:
     ops = [["alloc", 100], ["alloc", 300], ["alloc", 256], ["free", 256], ["alloc", 200], ["free", 0],
            ["free", 256], ["free", 768]]  # fmt: skip
@@ -44,6 +45,7 @@ def test_first_fit_and_coalescing(world: World) -> None:
 
 
 @pytest.mark.part("15.allocator")
+@pytest.mark.concept("allocator_errors")
 def test_fragmented_out_of_memory(world: World) -> None:
     ops = [["alloc", 512], ["alloc", 512], ["alloc", 512], ["alloc", 512], ["free", 0], ["free", 1024],
            ["alloc", 600]]  # fmt: skip
@@ -64,6 +66,7 @@ def run_pool(world: World, steps: list[list[Any]]) -> list[Any]:
 
 
 @pytest.mark.part("15.access")
+@pytest.mark.concept("owner_checks_every_access")
 def test_handles_grants_and_bounds(world: World) -> None:
     data = as_bytes([10, 11, 12, 13, 14])  # 40 bytes
     steps = [["allocate", 40], ["write", 0, 0, data, 0], ["read", 0, 8, 8, 1], ["grant", 0, 1, 1],
@@ -86,6 +89,7 @@ def test_handles_grants_and_bounds(world: World) -> None:
 
 
 @pytest.mark.part("15.one_sided")
+@pytest.mark.concept("fence_completes_queued_ops")
 def test_get_and_put_on_neighbours(world: World) -> None:
     p = world.size
     inputs = []
@@ -116,6 +120,7 @@ def test_get_and_put_on_neighbours(world: World) -> None:
 
 
 @pytest.mark.part("15.page_table")
+@pytest.mark.concept("placement_policy")
 def test_home_first_then_borrow_then_evict(world: World) -> None:
     steps = [["add", 0, 0], ["add", 1, 1], ["append", 0, 2], ["append", 1, 2], ["append", 0, 3],
              ["append", 1, 1]]  # fmt: skip
@@ -135,6 +140,7 @@ def test_home_first_then_borrow_then_evict(world: World) -> None:
 
 
 @pytest.mark.part("15.paged_kv")
+@pytest.mark.concept("kv_gathered_exactly")
 def test_every_rank_gathers_every_sequence(world: World) -> None:
     p, g = world.size, torch.Generator().manual_seed(0)
     steps: list[list[Any]] = [["add", s, s % p] for s in range(p)]

@@ -55,6 +55,7 @@ def transitions_named(log: list[list[int]]) -> str:
 
 @pytest.mark.part("06.connect")
 class TestConnect:
+    @pytest.mark.concept("endpoint_resources")
     @pytest.mark.parametrize(("size", "access", "psn", "depth"), [(64, RW, 5, 8), (1000, 5, 0xFFFFF, 3)])
     def test_create_endpoint(self, world: World, size: int, access: int, psn: int, depth: int) -> None:
         f = run(world, "endpoint_facts", size=size, access=access, psn=psn, depth=depth)
@@ -68,16 +69,19 @@ class TestConnect:
         assert f["buf_is_mr"] and f["zeroed"], f"register all of a zeroed {size}-byte buffer: {f}"
         assert (f["access"], f["psn"]) == (access, psn), f"MR access and PSN as given: {f}"
 
+    @pytest.mark.concept("out_of_band_exchange")
     @pytest.mark.parametrize("routed", [False, True])
     def test_roce_v2_gid_index(self, world: World, routed: bool) -> None:
         # the simulated show_gids: 0 v1 fe80::, 1 v2 fe80::, 2 v1 ::ffff:ip, 3 v2 ::ffff:ip
         assert run(world, "gid_index", routed=routed) == 3
 
+    @pytest.mark.concept("out_of_band_exchange")
     @pytest.mark.parametrize(("link_layer", "gid"), [("infiniband", None), ("ethernet", 3), ("ethernet", 1)])
     def test_local_info(self, world: World, link_layer: str, gid: int | None) -> None:
         out = run(world, "local_info_of", link_layer=link_layer, gid_index=gid)
         assert out["got"] == out["expected"], f"local_info: got {out['got']}, expected {out['expected']}"
 
+    @pytest.mark.concept("qp_state_machine")
     @pytest.mark.parametrize(
         ("link_layer", "routed", "gid", "mtu"),
         [("infiniband", False, None, v.IBV_MTU_4096), ("ethernet", True, 3, v.IBV_MTU_1024)],
@@ -113,6 +117,7 @@ class TestConnect:
             assert sent and sent[0]["status"] == 0, f"{way}: a SEND over the new connection gave {sent}"
             assert bytes.fromhex(out[way]["data"]) == payload, f"{way}: delivered {out[way]['data']}"
 
+    @pytest.mark.concept("qp_state_machine")
     @pytest.mark.parametrize("start", ["ERR", "RTS"])
     def test_connect_goes_through_reset(self, world: World, start: str) -> None:
         out = run(world, "connect_pair", link_layer="infiniband", routed=False, gid=None, start=start)
@@ -129,6 +134,7 @@ class TestConnect:
 # 06.recover
 
 
+@pytest.mark.concept("poll_before_reset")
 @pytest.mark.part("06.recover")
 @pytest.mark.parametrize("receives", [3, 0])
 def test_recover_returns_the_flushed_work(world: World, receives: int) -> None:
@@ -158,6 +164,7 @@ def test_recover_returns_the_flushed_work(world: World, receives: int) -> None:
 
 @pytest.mark.part("06.send_recv")
 class TestSendRecv:
+    @pytest.mark.concept("two_sided_messages")
     @pytest.mark.parametrize(
         "payload", [b"hello", b"", bytes(range(64)), b"\x00\xff" * 7], ids=["hello", "empty", "64B", "14B"]
     )
@@ -171,6 +178,7 @@ class TestSendRecv:
         assert (got["qp_num"], got["src_qp"]) == (out["qp_b"], out["qp_a"]), f"receive completion {got}"
         assert bytes.fromhex(out["data"]) == payload + bytes(64 - len(payload)), "receiver buffer"
 
+    @pytest.mark.concept("receiver_side_errors")
     def test_receive_buffer_too_small(self, world: World) -> None:
         out = run(world, "send_one", payload=b"hello world".hex(), size_b=4, access_b=RW, wr_id=2)
         # rdmamojo ibv_poll_cq: the receive WQE "isn't big enough for holding the incoming message"
@@ -178,6 +186,7 @@ class TestSendRecv:
         status(out["sent"], v.IBV_WC_REM_INV_REQ_ERR, "sender of 11 bytes into 4")
         assert out["states"] == ["ERR", "ERR"], out["states"]
 
+    @pytest.mark.concept("receiver_side_errors")
     def test_receive_buffer_not_writable(self, world: World) -> None:
         out = run(
             world, "send_one", payload=b"hi".hex(), size_b=64, access_b=v.IBV_ACCESS_REMOTE_READ, wr_id=3
@@ -185,6 +194,7 @@ class TestSendRecv:
         status(out["got"], v.IBV_WC_LOC_PROT_ERR, "receive into an MR without IBV_ACCESS_LOCAL_WRITE")
         status(out["sent"], v.IBV_WC_REM_OP_ERR, "send to a receiver whose receive WQE is bad")
 
+    @pytest.mark.concept("message_stream")
     @pytest.mark.parametrize("count", [5, 16, 40])
     def test_stream_with_flow_control(self, world: World, count: int) -> None:
         payloads = [bytes([i % 256]) * (1 + (7 * i) % 8) for i in range(count)]  # 1..8 bytes, slot 8
@@ -206,6 +216,7 @@ def write(world: World, **kw: Any) -> Any:
 
 @pytest.mark.part("06.rdma_write")
 class TestRdmaWrite:
+    @pytest.mark.concept("one_sided_write")
     @pytest.mark.parametrize("offset", [0, 10, 253])
     def test_write_lands_and_is_silent(self, world: World, offset: int) -> None:
         out = write(world, offset=offset)
@@ -216,6 +227,7 @@ class TestRdmaWrite:
         assert bytes.fromhex(out["data"]) == bytes(want), "target memory after the write"
         assert out["target_cq"] == [], f"one-sided: the target's CQ must stay empty, has {out['target_cq']}"
 
+    @pytest.mark.concept("remote_keys")
     @pytest.mark.parametrize(
         ("kw", "why"),
         [({"key": "lkey"}, "the MR's lkey used as rkey"), ({"key": "local_rkey"}, "the writer's own rkey"),
@@ -229,11 +241,13 @@ class TestRdmaWrite:
         assert bytes.fromhex(out["data"]) == pattern(), f"{why}: the target memory must be untouched"
         assert out["states"] == ["ERR", "ERR"], f"{why}: both QPs end in ERR (class C), got {out['states']}"
 
+    @pytest.mark.concept("remote_keys")
     def test_qp_without_remote_write(self, world: World) -> None:
         out = write(world, qp_access_b=v.IBV_ACCESS_LOCAL_WRITE | v.IBV_ACCESS_REMOTE_READ)
         # the QP's own qp_access_flags are checked before any rkey (rxe_resp.c check_op_valid)
         status(out["done"], v.IBV_WC_REM_INV_REQ_ERR, "a write to a QP that does not allow remote writes")
 
+    @pytest.mark.concept("write_with_immediate")
     def test_write_with_immediate_notifies(self, world: World) -> None:
         out = write(world, imm=0xC0FFEE, offset=100)
         status(out["done"], v.IBV_WC_SUCCESS, "RDMA WRITE WITH IMM")
@@ -244,6 +258,7 @@ class TestRdmaWrite:
         assert seen["wc_flags"] & v.IBV_WC_WITH_IMM, "wc_flags must say IBV_WC_WITH_IMM"
         assert bytes.fromhex(out["data"])[100:103] == b"\xaa\xbb\xcc", "the data lands where the rkey says"
 
+    @pytest.mark.concept("write_with_immediate")
     def test_write_with_immediate_bad_key(self, world: World) -> None:
         out = write(world, imm=7, key="lkey")
         status(out["done"], v.IBV_WC_REM_ACCESS_ERR, "WRITE WITH IMM with a bad rkey")
@@ -262,6 +277,7 @@ def read(world: World, **kw: Any) -> Any:
 
 @pytest.mark.part("06.rdma_read")
 class TestRdmaRead:
+    @pytest.mark.concept("one_sided_read")
     @pytest.mark.parametrize(("offset", "length"), [(5, 6), (0, 256), (250, 6), (17, 0)])
     def test_read_brings_the_bytes(self, world: World, offset: int, length: int) -> None:
         out = read(world, offset=offset, length=length)
@@ -271,6 +287,7 @@ class TestRdmaRead:
         assert bytes.fromhex(out["data"]) == remote[offset : offset + length], "the bytes returned"
         assert out["local"] == out["data"], "the bytes must also be in dst.buf"
 
+    @pytest.mark.concept("read_error_completions")
     @pytest.mark.parametrize(
         ("kw", "expected", "why"),
         [({"access_a": v.IBV_ACCESS_REMOTE_READ}, v.IBV_WC_LOC_PROT_ERR, "into an MR without LOCAL_WRITE"),
@@ -288,7 +305,7 @@ class TestRdmaRead:
 
 
 # ------------------------------------------------------------------------------------------------------------
-# 06.ib_vs_roce: one test per question, so each answer scores on its own
+# 06.ib_vs_roce: one test per question, grouped by the concept the question asks about
 
 KEY = {
     "encapsulation": "c", "routable": "c", "lid_owner": "a", "roce_address": "d", "ib_lossless": "b",
@@ -297,9 +314,16 @@ KEY = {
 }  # fmt: skip
 
 
-@pytest.mark.part("06.ib_vs_roce")
-@pytest.mark.parametrize("question", sorted(KEY))
-def test_answer(world: World, question: str) -> None:
+GROUPS = {  # the questions of each concept: a wrong answer loses its group's share
+    "routing_and_addressing": ["encapsulation", "routable", "lid_owner", "roce_address", "gid_index"],
+    "lossless_fabric": ["ib_lossless", "roce_lossless", "cnp_sender"],
+    "headers_and_mtu": ["mtu_at_1500", "eth_mtu_for_4096", "roce_header_bytes", "ib_header_bytes"],
+    "failure_signatures": ["status_12", "retry_wait"],
+}
+assert sorted(q for qs in GROUPS.values() for q in qs) == sorted(KEY)
+
+
+def check_answer(world: World, question: str) -> None:
     [res] = world.call("answers", "answers", args=[()])
     got = res.returned
     if not isinstance(got, dict):
@@ -309,3 +333,26 @@ def test_answer(world: World, question: str) -> None:
     if isinstance(KEY[question], int):
         assert type(answer) is int, f"{question}: answer with an int, got {answer!r}"
     assert answer == KEY[question], f"{question}: {answer!r} is not right"
+
+
+@pytest.mark.part("06.ib_vs_roce")
+class TestAnswers:
+    @pytest.mark.concept("routing_and_addressing")
+    @pytest.mark.parametrize("question", GROUPS["routing_and_addressing"])
+    def test_routing_and_addressing(self, world: World, question: str) -> None:
+        check_answer(world, question)
+
+    @pytest.mark.concept("lossless_fabric")
+    @pytest.mark.parametrize("question", GROUPS["lossless_fabric"])
+    def test_lossless_fabric(self, world: World, question: str) -> None:
+        check_answer(world, question)
+
+    @pytest.mark.concept("headers_and_mtu")
+    @pytest.mark.parametrize("question", GROUPS["headers_and_mtu"])
+    def test_headers_and_mtu(self, world: World, question: str) -> None:
+        check_answer(world, question)
+
+    @pytest.mark.concept("failure_signatures")
+    @pytest.mark.parametrize("question", GROUPS["failure_signatures"])
+    def test_failure_signatures(self, world: World, question: str) -> None:
+        check_answer(world, question)

@@ -6,8 +6,10 @@ H100 nodes, or that the simulator accepts but that go wrong when run for real ov
 gloo ranks.
 
 The judge simulates every schedule with coursekit.schedules (symbolic buffers: which ranks each chunk sums),
-costs it with the alpha-beta port model on coursekit.schedules.H100_2X4, and compares round by round with the
-reference's schedule: the README documents every step. Real runs use integer tensors and exact comparisons.
+costs it with the alpha-beta port model on coursekit.schedules.H100_2X4 and on other shapes with the same
+links, where it may cost no more than the documented schedule. It is never compared step by step with the
+reference: a ring walked the other way or another rotation of the chunks is just as correct and just as fast.
+Real runs use integer tensors and exact comparisons.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from coursekit.schedules import (
     H100_2X4,
     Schedule,
     ScheduleError,
+    Topology,
     check,
     from_data,
     ring_allgather,
@@ -48,20 +51,19 @@ def correct(schedule: Schedule, what: str) -> None:
         raise AssertionError(f"{what}: {exc}") from None
 
 
-def same_rounds(got: Schedule, want: Schedule, what: str) -> None:
-    """Round by round, the same set of steps (their order inside a round does not matter)."""
-    assert (got.nranks, got.nchunks) == (want.nranks, want.nchunks), (
-        f"{what}: {got.nranks} ranks and {got.nchunks} chunks; expected {want.nranks} and {want.nchunks}"
-    )
-    for i, (g, w) in enumerate(zip(got.rounds, want.rounds, strict=False)):
-        extra, missing = sorted(set(g) - set(w)), sorted(set(w) - set(g))
-        assert not extra and not missing and len(g) == len(w), (
-            f"{what}: round {i} differs from the documented schedule: unexpected steps {extra[:3]}, "
-            f"missing steps {missing[:3]}, {len(g)} steps instead of {len(w)}"
+COST_SHAPES = [(2, 4), (3, 2), (2, 3), (4, 2)]  # with both an intra-node and an inter-node phase
+
+
+def no_costlier(got: Schedule, want: Schedule, n: int, g: int, what: str) -> None:
+    """``got`` costs no more than the documented ``want`` at every size, on n nodes of g H100s."""
+    topo = Topology(nodes=n, gpus_per_node=g, intra=H100_2X4.intra, inter=H100_2X4.inter)
+    for nbytes in SIZES:
+        t, t_ref = schedule_time(got, topo, nbytes), schedule_time(want, topo, nbytes)
+        # rel 1e-9: the same sum of floats in another order; anything more is a costlier schedule
+        assert t <= t_ref * (1 + 1e-9), (
+            f"{what}, {nbytes:.0f} B: {t * 1e6:.2f} us; the documented schedule takes {t_ref * 1e6:.2f} us "
+            "(cross the network with as little data per NIC and per round as the documented one)"
         )
-    assert len(got.rounds) == len(want.rounds), (
-        f"{what}: {len(got.rounds)} rounds, expected {len(want.rounds)}"
-    )
 
 
 def run_for_real(world: World, function: str, nodes: int, gpus: int, inputs: list[torch.Tensor]) -> list:
@@ -74,6 +76,7 @@ def run_for_real(world: World, function: str, nodes: int, gpus: int, inputs: lis
 # 07.hierarchical_allgather: (n-1) inter-node rounds of one chunk, then (g-1) intra-node rounds of n chunks
 
 
+@pytest.mark.concept("allgather_correct")
 @pytest.mark.part("07.hierarchical_allgather")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_allgather_every_shape(world: World) -> None:
@@ -86,15 +89,18 @@ def test_allgather_every_shape(world: World) -> None:
         )
 
 
+@pytest.mark.concept("inter_node_first")
 @pytest.mark.part("07.hierarchical_allgather")
 @pytest.mark.parametrize("world", [1], indirect=True)
-def test_allgather_documented_rounds(world: World, reference) -> None:
+def test_allgather_no_costlier_than_documented(world: World, reference) -> None:
     ref = reference("hierarchical")
-    for n, g in [(2, 4), (3, 2), (2, 3)]:
+    for n, g in COST_SHAPES:
         got = build(world, "hierarchical_allgather", n, g)
-        same_rounds(got, ref.hierarchical_allgather(n, g), f"hierarchical_allgather({n}, {g})")
+        correct(got, f"hierarchical_allgather({n}, {g})")
+        no_costlier(got, ref.hierarchical_allgather(n, g), n, g, f"hierarchical_allgather({n}, {g})")
 
 
+@pytest.mark.concept("inter_node_first")
 @pytest.mark.part("07.hierarchical_allgather")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_allgather_beats_flat_ring_on_h100_2x4(world: World, reference) -> None:
@@ -113,6 +119,7 @@ def test_allgather_beats_flat_ring_on_h100_2x4(world: World, reference) -> None:
         )
 
 
+@pytest.mark.concept("allgather_correct")
 @pytest.mark.part("07.hierarchical_allgather")
 @pytest.mark.parametrize("world", [8], indirect=True)
 def test_allgather_for_real_on_8_ranks(world: World) -> None:
@@ -132,6 +139,7 @@ def test_allgather_for_real_on_8_ranks(world: World) -> None:
 # 07.hierarchical_allreduce: reduce-scatter in nodes, ring all-reduce across nodes, all-gather in nodes
 
 
+@pytest.mark.concept("allreduce_phases_compose")
 @pytest.mark.part("07.hierarchical_allreduce")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_allreduce_every_shape(world: World) -> None:
@@ -145,15 +153,18 @@ def test_allreduce_every_shape(world: World) -> None:
         )
 
 
+@pytest.mark.concept("one_gth_across_nodes")
 @pytest.mark.part("07.hierarchical_allreduce")
 @pytest.mark.parametrize("world", [1], indirect=True)
-def test_allreduce_documented_rounds(world: World, reference) -> None:
+def test_allreduce_no_costlier_than_documented(world: World, reference) -> None:
     ref = reference("hierarchical")
-    for n, g in [(2, 4), (3, 2), (2, 3)]:
+    for n, g in COST_SHAPES:
         got = build(world, "hierarchical_allreduce", n, g)
-        same_rounds(got, ref.hierarchical_allreduce(n, g), f"hierarchical_allreduce({n}, {g})")
+        correct(got, f"hierarchical_allreduce({n}, {g})")
+        no_costlier(got, ref.hierarchical_allreduce(n, g), n, g, f"hierarchical_allreduce({n}, {g})")
 
 
+@pytest.mark.concept("one_gth_across_nodes")
 @pytest.mark.part("07.hierarchical_allreduce")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_allreduce_beats_flat_ring_on_h100_2x4(world: World) -> None:
@@ -168,6 +179,7 @@ def test_allreduce_beats_flat_ring_on_h100_2x4(world: World) -> None:
         )
 
 
+@pytest.mark.concept("allreduce_phases_compose")
 @pytest.mark.part("07.hierarchical_allreduce")
 @pytest.mark.parametrize("world", [8], indirect=True)
 def test_allreduce_for_real_on_8_ranks(world: World) -> None:
@@ -180,6 +192,7 @@ def test_allreduce_for_real_on_8_ranks(world: World) -> None:
         assert_equal(res.value, expected, rank=res.rank, world_size=8, what="buffer after the all-reduce")
 
 
+@pytest.mark.concept("allreduce_phases_compose")
 @pytest.mark.part("07.hierarchical_allreduce")
 @pytest.mark.parametrize("world", [4], indirect=True)
 def test_allreduce_for_real_on_4_nodes_of_1(world: World) -> None:

@@ -41,6 +41,7 @@ def compare(got: object, scenario: fr.Scenario) -> None:
     )
 
 
+@pytest.mark.concept("seq_alignment")
 @pytest.mark.part("08.flight_recorder")
 @pytest.mark.parametrize("world", [1], indirect=True)
 @pytest.mark.parametrize("name", ["uneven_all_gather", "tp_group_dtype", "ring_buffer_wrapped"])
@@ -60,6 +61,7 @@ def random_scenarios() -> dict[str, list[tuple[int, fr.Scenario]]]:
     return by_kind
 
 
+@pytest.mark.concept("seq_alignment")
 @pytest.mark.part("08.flight_recorder")
 @pytest.mark.parametrize("world", [1], indirect=True)
 @pytest.mark.parametrize("kind", ["missing", "op", "sizes", "dtypes", "no"])
@@ -102,6 +104,7 @@ def _ties_and_priorities() -> list[fr.Scenario]:
     return out
 
 
+@pytest.mark.concept("classify_disagreement")
 @pytest.mark.part("08.flight_recorder")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_ties_and_priorities(world: World) -> None:
@@ -110,6 +113,7 @@ def test_ties_and_priorities(world: World) -> None:
         compare(got, scenario)
 
 
+@pytest.mark.concept("group_membership")
 @pytest.mark.part("08.flight_recorder")
 @pytest.mark.parametrize("world", [1], indirect=True)
 def test_groups_come_from_pg_config(world: World) -> None:
@@ -130,7 +134,12 @@ def test_groups_come_from_pg_config(world: World) -> None:
         if r.rank != 3:
             r.collective("all_reduce", [8], state="started")
     pp_only = scenario("pp_only", recs, 2, "all_reduce", "missing", [3], {})
-    compare(analyze(world, [pp_only])[0], pp_only)
+    # Two groups, each with its own finding: a tensor-parallel group's dtype mismatch, and the default
+    # group's ranks missing behind it. Each group is analysed on its own; one finding does not end the search.
+    two_groups = fr.load("tp_group_dtype")
+    scenarios = [pp_only, two_groups]
+    for got, want in zip(analyze(world, scenarios), scenarios, strict=True):
+        compare(got, want)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -151,6 +160,7 @@ COLLECTIVES = [
 ]  # fmt: skip
 
 
+@pytest.mark.concept("break_the_send_cycle")
 @pytest.mark.part("08.halo_exchange")
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
 def test_halo_uneven_parts(world: World, dtype: torch.dtype) -> None:
@@ -162,6 +172,7 @@ def test_halo_uneven_parts(world: World, dtype: torch.dtype) -> None:
         assert_equal(res.returned, want, rank=res.rank, world_size=p, what="stencil")
 
 
+@pytest.mark.concept("halo_message_budget")
 @pytest.mark.part("08.halo_exchange")
 def test_halo_messages(world: World) -> None:
     p = world.size
@@ -184,6 +195,7 @@ def test_halo_messages(world: World) -> None:
 # 08.uneven_microbatches
 
 
+@pytest.mark.concept("agree_on_step_count")
 @pytest.mark.part("08.uneven_microbatches")
 def test_microbatches_with_an_empty_rank(world: World) -> None:
     p = world.size
@@ -209,6 +221,7 @@ def test_microbatches_with_an_empty_rank(world: World) -> None:
     )
 
 
+@pytest.mark.concept("even_counts_unchanged")
 @pytest.mark.part("08.uneven_microbatches")
 @pytest.mark.parametrize("world", [2], indirect=True)
 def test_microbatches_even_counts_float(world: World) -> None:
@@ -224,6 +237,7 @@ def test_microbatches_even_counts_float(world: World) -> None:
 # 08.uneven_gather
 
 
+@pytest.mark.concept("pad_then_trim")
 @pytest.mark.part("08.uneven_gather")
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
 def test_gather_uneven(world: World, dtype: torch.dtype) -> None:
@@ -240,6 +254,7 @@ def test_gather_uneven(world: World, dtype: torch.dtype) -> None:
         )
 
 
+@pytest.mark.concept("pad_then_trim")
 @pytest.mark.part("08.uneven_gather")
 @pytest.mark.parametrize("world", [3], indirect=True)
 def test_gather_equal_lengths(world: World) -> None:
@@ -279,10 +294,18 @@ ANSWERS = {
 }  # fmt: skip
 
 
-@pytest.mark.part("08.env_vars")
-@pytest.mark.parametrize("world", [1], indirect=True)
-@pytest.mark.parametrize("symptom", sorted(ANSWERS))
-def test_env_var(world: World, symptom: str) -> None:
+GROUPS = {  # the symptoms of each concept: a wrong answer loses its group's share
+    "nccl_logging": ["nccl_init_details", "nccl_network_lines_only", "nccl_log_per_process"],
+    "flight_recorder_switches": ["flight_recorder_on", "dump_on_timeout", "dump_location"],
+    "pytorch_checks": [
+        "collective_shape_check", "cpp_logs_missing", "desync_report", "nan_after_allreduce", "blocking_wait",
+    ],
+    "nccl_transport_switches": ["consumer_gpu_p2p", "bootstrap_interface", "ib_retry_timeout", "force_ring"],
+}  # fmt: skip
+assert sorted(s for group in GROUPS.values() for s in group) == sorted(ANSWERS)
+
+
+def check_setting(world: World, symptom: str) -> None:
     [res] = world.call("env_vars", "diagnose", args=[(symptom,)])
     got = res.returned
     assert isinstance(got, str) and "=" in got, f"{symptom}: expected 'NAME=value', got {got!r}"
@@ -290,3 +313,27 @@ def test_env_var(world: World, symptom: str) -> None:
     names, accepts = ANSWERS[symptom]
     assert name in names, f"{symptom}: {name} is not the variable that does this (got {got!r})"
     assert accepts(value), f"{symptom}: {name} is right, but {value!r} is not the value that does this"
+
+
+@pytest.mark.part("08.env_vars")
+@pytest.mark.parametrize("world", [1], indirect=True)
+class TestSettings:
+    @pytest.mark.concept("nccl_logging")
+    @pytest.mark.parametrize("symptom", GROUPS["nccl_logging"])
+    def test_nccl_logging(self, world: World, symptom: str) -> None:
+        check_setting(world, symptom)
+
+    @pytest.mark.concept("flight_recorder_switches")
+    @pytest.mark.parametrize("symptom", GROUPS["flight_recorder_switches"])
+    def test_flight_recorder_switches(self, world: World, symptom: str) -> None:
+        check_setting(world, symptom)
+
+    @pytest.mark.concept("pytorch_checks")
+    @pytest.mark.parametrize("symptom", GROUPS["pytorch_checks"])
+    def test_pytorch_checks(self, world: World, symptom: str) -> None:
+        check_setting(world, symptom)
+
+    @pytest.mark.concept("nccl_transport_switches")
+    @pytest.mark.parametrize("symptom", GROUPS["nccl_transport_switches"])
+    def test_nccl_transport_switches(self, world: World, symptom: str) -> None:
+        check_setting(world, symptom)

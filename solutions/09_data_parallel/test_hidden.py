@@ -87,12 +87,14 @@ def check_params(results: list, expected: list[torch.Tensor], what: str) -> None
 # 09.naive
 
 
+@pytest.mark.concept("gradient_mean")
 @pytest.mark.part("09.naive")
 def test_naive_three_steps_match_full_batch(world: World) -> None:
     expected, inputs = setup(world, CHAIN, seed=1, steps=3)
     check_params(world.run("rank_programs:train_naive", inputs=inputs), expected, "after 3 SGD steps")
 
 
+@pytest.mark.concept("gradient_mean")
 @pytest.mark.part("09.naive")
 def test_naive_grad_is_full_batch_mean(world: World) -> None:
     weights = weights_for(CHAIN, seed=2)
@@ -121,6 +123,7 @@ def test_naive_grad_is_full_batch_mean(world: World) -> None:
             )
 
 
+@pytest.mark.concept("identical_start")
 @pytest.mark.part("09.naive")
 def test_naive_broadcast_from_rank0(world: World) -> None:
     expected, inputs = setup(world, CHAIN, seed=4, steps=2)
@@ -139,6 +142,44 @@ def test_naive_broadcast_from_rank0(world: World) -> None:
     check_params(results, expected, "after 2 SGD steps from rank 0's weights")
 
 
+@pytest.mark.concept("identical_start")
+@pytest.mark.part("09.naive")
+def test_naive_broadcast_overwrites_buffers(world: World) -> None:
+    # A BatchNorm after the chain: its running statistics and step counter are buffers, not parameters, and
+    # a replica that keeps its own would normalise differently from the others. src=1 where there is one.
+    src = 1 if world.size > 1 else 0
+    weights = weights_for(CHAIN, seed=8)
+    width = CHAIN[-1]
+    inputs = []
+    for r in range(world.size):
+        buffers = [
+            torch.arange(width, dtype=torch.float64) + 10 * r,  # running_mean
+            torch.full((width,), 1.0 + r, dtype=torch.float64),  # running_var
+            torch.tensor(100 + r, dtype=torch.int64),  # num_batches_tracked
+        ]
+        inputs.append(dict(weights=[w + 0.25 * r for w in weights], buffers=buffers, src=src))
+    for res in world.run("rank_programs:broadcast_state", inputs=inputs):
+        want_params = inputs[src]["weights"]
+        for j, (got, want) in enumerate(zip(res.value["params"], want_params, strict=False)):
+            assert_equal(
+                got, want, rank=res.rank, world_size=world.size, what=f"parameter {j} (rank {src}'s value)"
+            )
+        for name, got, want in zip(
+            ["running_mean", "running_var", "num_batches_tracked"],
+            res.value["buffers"],
+            inputs[src]["buffers"],
+            strict=True,
+        ):
+            assert_equal(
+                got,
+                want,
+                rank=res.rank,
+                world_size=world.size,
+                what=f"buffer {name} after broadcast_parameters(src={src}): buffers are state too",
+            )
+
+
+@pytest.mark.concept("one_allreduce_per_gradient")
 @pytest.mark.part("09.naive")
 def test_naive_one_blocking_allreduce_per_parameter(world: World) -> None:
     steps = 2
@@ -151,6 +192,7 @@ def test_naive_one_blocking_allreduce_per_parameter(world: World) -> None:
         )
 
 
+@pytest.mark.concept("one_allreduce_per_gradient")
 @pytest.mark.part("09.naive")
 def test_naive_frozen_first_layer(world: World) -> None:
     expected, inputs = setup(world, CHAIN, seed=6, steps=2, frozen_first=True)
@@ -170,6 +212,7 @@ def buckets(world: World, nbytes: list[int], cap: int) -> Any:
     return res.returned
 
 
+@pytest.mark.concept("exact_cap")
 @pytest.mark.part("09.buckets")
 @pytest.mark.parametrize(
     ("nbytes", "cap", "want"),
@@ -192,6 +235,7 @@ def test_bucket_examples(world: World, nbytes: list[int], cap: int, want: list[l
     )
 
 
+@pytest.mark.concept("reverse_fill")
 @pytest.mark.part("09.buckets")
 def test_bucket_random_against_reference(world: World, reference: Any) -> None:
     rng = random.Random(9)
@@ -243,11 +287,13 @@ def launches(log: list[list[Any]]) -> list[tuple[int, list[Any]]]:
     return [(pos, ev) for pos, ev in enumerate(log) if ev[0] == "launch"]
 
 
+@pytest.mark.concept("bucketed_mean")
 @pytest.mark.part("09.overlap")
 def test_bucketed_three_steps_match_full_batch(world: World) -> None:
     bucketed(world, CHAIN, cap=200, seed=11)
 
 
+@pytest.mark.concept("bucketed_mean")
 @pytest.mark.part("09.overlap")
 def test_bucketed_default_cap_one_bucket(world: World) -> None:
     for res in bucketed(world, CHAIN, cap=25 * 2**20, seed=12, steps=2):
@@ -259,6 +305,7 @@ def test_bucketed_default_cap_one_bucket(world: World) -> None:
             )
 
 
+@pytest.mark.concept("bucket_index_order")
 @pytest.mark.part("09.overlap")
 def test_one_allreduce_per_bucket_in_bucket_order(world: World) -> None:
     sizes = numels(CHAIN)
@@ -272,6 +319,7 @@ def test_one_allreduce_per_bucket_in_bucket_order(world: World) -> None:
             )
 
 
+@pytest.mark.concept("async_overlap")
 @pytest.mark.part("09.overlap")
 def test_allreduces_async_and_waited_before_step(world: World) -> None:
     for res in bucketed(world, CHAIN, cap=200, seed=14):
@@ -295,6 +343,7 @@ def test_allreduces_async_and_waited_before_step(world: World) -> None:
             )
 
 
+@pytest.mark.concept("async_overlap")
 @pytest.mark.part("09.overlap")
 def test_each_bucket_launched_as_soon_as_complete(world: World) -> None:
     for res in bucketed(world, CHAIN, cap=200, seed=15):
@@ -314,6 +363,7 @@ def test_each_bucket_launched_as_soon_as_complete(world: World) -> None:
                 )
 
 
+@pytest.mark.concept("bucket_index_order")
 @pytest.mark.part("09.overlap")
 def test_head_first_model_launches_in_bucket_order(world: World) -> None:
     # Parameters: head.w (15), head.b (3), body.w (20), body.b (5). Cap 200 B: buckets [[3, 2], [1, 0]]
@@ -330,6 +380,7 @@ def test_head_first_model_launches_in_bucket_order(world: World) -> None:
             )
 
 
+@pytest.mark.concept("bucketed_mean")
 @pytest.mark.part("09.overlap")
 def test_bucketed_frozen_first_layer(world: World) -> None:
     bucketed(world, CHAIN, cap=200, seed=17, frozen_first=True)

@@ -77,6 +77,7 @@ def run_region(world: World, which: str, xs: list[torch.Tensor], dys: list[torch
 
 
 @pytest.mark.part("11.regions")
+@pytest.mark.concept("conjugate_collectives")
 def test_gather_forward_and_backward(world: World) -> None:
     t, s, b, h = world.size, 3, 2, 5
     xs = [ints((s, b, h), seed=r) for r in range(t)]
@@ -92,6 +93,7 @@ def test_gather_forward_and_backward(world: World) -> None:
 
 
 @pytest.mark.part("11.regions")
+@pytest.mark.concept("conjugate_collectives")
 def test_reduce_scatter_forward_and_backward(world: World) -> None:
     t, s, b, h = world.size, 2, 3, 4
     xs = [ints((t * s, b, h), seed=10 + r) for r in range(t)]  # partial sums of all S tokens
@@ -108,6 +110,7 @@ def test_reduce_scatter_forward_and_backward(world: World) -> None:
 
 
 @pytest.mark.part("11.regions")
+@pytest.mark.concept("one_collective_each_way")
 def test_one_collective_each_way(world: World) -> None:
     t, s = world.size, 2
     for which, fwd, bwd in [("gather", AG, RS), ("scatter", RS, AG)]:
@@ -124,6 +127,7 @@ def test_one_collective_each_way(world: World) -> None:
 
 
 @pytest.mark.part("11.regions")
+@pytest.mark.concept("uneven_sequence_rejected")
 def test_reduce_scatter_rejects_uneven_sequence(world: World) -> None:
     t = world.size
     x = [ints((t * 2 + 1, 1, 2), seed=r) for r in range(t)]
@@ -160,6 +164,7 @@ def run_linear(world: World, s: int = 2, b: int = 2, h: int = 6, o: int = 8) -> 
 
 
 @pytest.mark.part("11.linear")
+@pytest.mark.concept("column_parallel_gradients")
 def test_linear_forward_and_backward(world: World) -> None:
     t = world.size
     results, d = run_linear(world)
@@ -178,6 +183,7 @@ def test_linear_forward_and_backward(world: World) -> None:
 
 
 @pytest.mark.part("11.linear")
+@pytest.mark.concept("shard_saved_for_backward")
 def test_linear_saves_only_the_shard(world: World) -> None:
     t, s, b, h = world.size, 2, 2, 6
     for res in run_linear(world, s=s, b=b, h=h)[0]:
@@ -192,6 +198,7 @@ def test_linear_saves_only_the_shard(world: World) -> None:
 
 
 @pytest.mark.part("11.linear")
+@pytest.mark.concept("linear_collectives")
 def test_linear_collectives(world: World) -> None:
     t = world.size
     for res in run_linear(world)[0]:
@@ -271,6 +278,7 @@ REPLICATED = ["norm.weight", "norm.bias", "fc2.bias"]
 
 
 @pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_block_matches_dense")
 def test_block_forward(world: World) -> None:
     t = world.size
     results, y, _, _ = run_mlp(world, p=0.0)
@@ -286,6 +294,7 @@ def test_block_forward(world: World) -> None:
 
 
 @pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_block_matches_dense")
 def test_block_backward(world: World) -> None:
     t = world.size
     results, _, grads, x_grad = run_mlp(world, p=0.0)
@@ -303,6 +312,7 @@ def test_block_backward(world: World) -> None:
 
 
 @pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_block_collectives")
 def test_block_collectives(world: World) -> None:
     t = world.size
     results, _, _, _ = run_mlp(world, p=0.0)
@@ -327,6 +337,7 @@ def saved_bytes(t: int, s: int, b: int, h: int, f: int, *, sequence_parallel: bo
 
 
 @pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_activation_memory")
 def test_activation_memory_against_plain_tp(world: World) -> None:
     t, s, b, h, f = world.size, S_PER_RANK, BATCH, HIDDEN, FFN
     results, y, _, _ = run_mlp(world, p=0.1, baseline=True, forbid=())
@@ -360,6 +371,7 @@ def test_activation_memory_against_plain_tp(world: World) -> None:
 
 
 @pytest.mark.part("11.dropout_grads")
+@pytest.mark.concept("per_rank_dropout_stream")
 def test_dropout_mask_is_this_ranks_own(world: World) -> None:
     t, p, seed = world.size, 0.5, 3
     shape = (4, 2, 3)
@@ -379,6 +391,7 @@ def test_dropout_mask_is_this_ranks_own(world: World) -> None:
 
 
 @pytest.mark.part("11.dropout_grads")
+@pytest.mark.concept("per_rank_dropout_stream")
 def test_block_with_dropout_matches_dense(world: World) -> None:
     t = world.size
     results, y, _, x_grad = run_mlp(world, p=0.3)
@@ -389,6 +402,7 @@ def test_block_with_dropout_matches_dense(world: World) -> None:
 
 
 @pytest.mark.part("11.dropout_grads")
+@pytest.mark.concept("replicated_grad_sync")
 def test_grads_after_sync(world: World) -> None:
     t = world.size
     results, _, grads, _ = run_mlp(world, p=0.3, sync=True, forbid=())

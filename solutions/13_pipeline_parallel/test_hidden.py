@@ -77,6 +77,7 @@ INTERLEAVED = [(2, 2, 2), (2, 4, 3), (3, 6, 2), (4, 4, 2), (4, 8, 2)]  # (p, m, 
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("bubble_of_each_schedule")
 def test_every_schedule_is_valid(world: World, reference) -> None:
     for p, m in CASES:
         for function in ("gpipe_schedule", "one_f_one_b_schedule"):
@@ -92,6 +93,7 @@ def test_every_schedule_is_valid(world: World, reference) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("bubble_of_each_schedule")
 def test_gpipe_matches_reference(world: World, reference) -> None:
     for p, m in CASES:
         expected = reference("schedules").gpipe_schedule(p, m)
@@ -99,6 +101,7 @@ def test_gpipe_matches_reference(world: World, reference) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("one_f_one_b")
 def test_1f1b_warmup_steady_cooldown(world: World) -> None:
     for p, m in CASES:
         for r, actions in enumerate(generate(world, "one_f_one_b_schedule", p, m)):
@@ -112,6 +115,7 @@ def test_1f1b_warmup_steady_cooldown(world: World) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("one_f_one_b")
 def test_1f1b_at_most_p_in_flight(world: World, reference) -> None:
     for p, m in CASES:
         got = ref_sim(reference, generate(world, "one_f_one_b_schedule", p, m), m)["peak_in_flight"]
@@ -123,6 +127,7 @@ def test_1f1b_at_most_p_in_flight(world: World, reference) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("one_f_one_b")
 def test_1f1b_matches_reference(world: World, reference) -> None:
     for p, m in CASES:
         expected = reference("schedules").one_f_one_b_schedule(p, m)
@@ -130,6 +135,7 @@ def test_1f1b_matches_reference(world: World, reference) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("bubble_of_each_schedule")
 def test_bubble_of_each_schedule(world: World, reference) -> None:
     for p, m in CASES:
         for function in ("gpipe_schedule", "one_f_one_b_schedule"):
@@ -142,6 +148,7 @@ def test_bubble_of_each_schedule(world: World, reference) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("interleaved_virtual_stages")
 def test_interleaved_matches_reference(world: World, reference) -> None:
     for p, m, v in INTERLEAVED:
         expected = reference("schedules").interleaved_schedule(p, m, v)
@@ -151,6 +158,7 @@ def test_interleaved_matches_reference(world: World, reference) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("interleaved_needs_whole_groups")
 def test_interleaved_needs_m_multiple_of_p(world: World) -> None:
     for p, m, v in [(2, 3, 2), (4, 6, 2), (3, 2, 2)]:
         inputs = {"function": "interleaved_schedule", "args": [p, m, v]}
@@ -162,6 +170,7 @@ def test_interleaved_needs_m_multiple_of_p(world: World) -> None:
 
 
 @pytest.mark.part("13.schedules")
+@pytest.mark.concept("bubble_of_each_schedule")
 def test_published_p4_m8(world: World, reference) -> None:
     # ground-truth §10.4 [D]: p = 4, m = 8: share of the step 3/11 = 0.273, ratio to ideal 0.375;
     # interleaved with v = 2: 0.1875
@@ -199,6 +208,7 @@ def same_timing(got: dict, expected: dict, what: str) -> None:
 
 
 @pytest.mark.part("13.simulator")
+@pytest.mark.concept("dependency_clock")
 def test_hand_timed_gpipe(world: World) -> None:
     # p = 2, m = 2, t_f = 1, t_b = 2. Rank 1: F0 1-2, F1 2-3, B0 3-5, B1 5-7.
     # Rank 0: F0 0-1, F1 1-2, then B0 waits for rank 1's B0 (ends 5): 5-7, B1 7-9. Makespan (m+p-1)(t_f+t_b).
@@ -219,6 +229,7 @@ def test_hand_timed_gpipe(world: World) -> None:
 
 
 @pytest.mark.part("13.simulator")
+@pytest.mark.concept("dependency_clock")
 def test_reference_schedules(world: World, reference) -> None:
     ref = reference("schedules")
     for t_f, t_b in [(1.0, 1.0), (1.0, 2.0), (0.5, 1.5)]:
@@ -233,6 +244,7 @@ def test_reference_schedules(world: World, reference) -> None:
 
 
 @pytest.mark.part("13.simulator")
+@pytest.mark.concept("chunk_duration")
 def test_interleaved_chunks_take_1_over_v(world: World, reference) -> None:
     ref = reference("schedules")
     for p, m, v in [(2, 4, 2), (4, 8, 2), (2, 2, 3)]:
@@ -263,6 +275,7 @@ def random_valid_schedule(p: int, m: int, v: int, seed: int) -> list[list[list]]
 
 
 @pytest.mark.part("13.simulator")
+@pytest.mark.concept("dependency_clock")
 def test_random_valid_schedules(world: World, reference) -> None:
     for seed, (p, m, v) in enumerate([(2, 3, 1), (3, 4, 1), (4, 3, 2), (2, 5, 3), (4, 6, 1)]):
         schedule = random_valid_schedule(p, m, v, seed)
@@ -287,6 +300,7 @@ BAD = {
 
 
 @pytest.mark.part("13.simulator")
+@pytest.mark.concept("invalid_schedules_rejected")
 def test_rejects_invalid_schedules(world: World) -> None:
     for case, (schedule, m, v) in BAD.items():
         inputs = {"function": "simulate", "args": [schedule, m, v]}
@@ -378,24 +392,28 @@ def run_and_compare(world: World, schedule: list, m: int, v: int, seed: int) -> 
 
 
 @pytest.mark.part("13.executor")
+@pytest.mark.concept("pipeline_equals_unsplit")
 def test_gpipe_equals_unsplit_model(world: World, reference) -> None:
     m = 4
     run_and_compare(world, reference("schedules").gpipe_schedule(world.size, m), m, 1, seed=1)
 
 
 @pytest.mark.part("13.executor")
+@pytest.mark.concept("pipeline_equals_unsplit")
 def test_1f1b_equals_unsplit_model(world: World, reference) -> None:
     m = 5
     run_and_compare(world, reference("schedules").one_f_one_b_schedule(world.size, m), m, 1, seed=2)
 
 
 @pytest.mark.part("13.executor")
+@pytest.mark.concept("pipeline_equals_unsplit")
 def test_interleaved_equals_unsplit_model(world: World, reference) -> None:
     m, v = 2 * world.size, 2
     run_and_compare(world, reference("schedules").interleaved_schedule(world.size, m, v), m, v, seed=3)
 
 
 @pytest.mark.part("13.executor")
+@pytest.mark.concept("tagged_messages_any_order")
 def test_any_valid_schedule(world: World) -> None:
     # a random valid order: a rank may ask for its neighbour's messages in another order than they were sent
     for seed, (m, v) in enumerate([(3, 2), (4, 1)]):
@@ -403,6 +421,7 @@ def test_any_valid_schedule(world: World) -> None:
 
 
 @pytest.mark.part("13.executor")
+@pytest.mark.concept("pipeline_equals_unsplit")
 def test_one_microbatch(world: World, reference) -> None:
     run_and_compare(world, reference("schedules").one_f_one_b_schedule(world.size, 1), 1, 1, seed=4)
 
@@ -420,6 +439,7 @@ def expected_sends(actions: list, p: int, r: int, v: int) -> list[int]:
 
 
 @pytest.mark.part("13.executor")
+@pytest.mark.concept("messages_follow_schedule")
 def test_messages_follow_the_schedule(world: World, reference) -> None:
     p, ref = world.size, reference("schedules")
     for schedule, m, v in [(ref.one_f_one_b_schedule(p, 4), 4, 1), (ref.interleaved_schedule(p, p, 2), p, 2)]:

@@ -36,6 +36,7 @@ def gen(seed: int) -> torch.Generator:
 
 
 @pytest.mark.part("14.routing")
+@pytest.mark.concept("capacity_formula")
 def test_capacity(world: World) -> None:
     # ceil(k T cf / E): Megatron-LM get_capacity(num_tokens=T*k); every product here is exact in binary
     cases = [
@@ -72,6 +73,7 @@ def check_route(world: World, reference, logits: torch.Tensor, k: int, capacity:
 
 
 @pytest.mark.part("14.routing")
+@pytest.mark.concept("topk_gates")
 def test_top_k_without_drops(world: World, reference) -> None:
     logits = torch.randn(12, 6, generator=gen(0), dtype=torch.float64)
     for k in (1, 2, 3):
@@ -79,6 +81,7 @@ def test_top_k_without_drops(world: World, reference) -> None:
 
 
 @pytest.mark.part("14.routing")
+@pytest.mark.concept("first_choices_first")
 def test_first_choices_before_second_choices(world: World) -> None:
     # 4 tokens, 3 experts, k = 2, capacity 2. Token 0 and 1 pick (0, 1); tokens 2 and 3 pick (1, 0).
     # Expert 1's queue: first choices of tokens 2, 3 come first, then second choices of tokens 0, 1: both
@@ -101,6 +104,7 @@ def test_first_choices_before_second_choices(world: World) -> None:
 
 
 @pytest.mark.part("14.routing")
+@pytest.mark.concept("first_choices_first")
 def test_drops_under_skewed_load(world: World, reference) -> None:
     logits = torch.randn(16, 4, generator=gen(1), dtype=torch.float64)
     logits[:, 0] += 2.0  # expert 0 is everyone's favourite: its queue overflows
@@ -170,11 +174,32 @@ def token_calls(res: Any, h: int) -> list[dict[str, Any]]:
     ]
 
 
-def run_dispatch(world: World, inputs: list[dict[str, Any]]) -> list[Any]:
+def check_combined(res: Any, a: dict[str, Any]) -> None:
+    """combine's y on this rank: each kept row back at its token, scaled by its gate, the k rows summed."""
+    # (T, k): the trusted expert multiplies its rows by (expert id + 1); dropped slots add nothing
+    scale = (a["experts"] + 1).to(torch.float64) * a["gates"] * a["keep"]
+    y = (scale.unsqueeze(2) * a["x"].unsqueeze(1)).sum(dim=1)  # (T, 3)
+    # k <= 3 gated rows per token summed in another order: float64 rounding only
+    assert_close(
+        res.value["y"],
+        y,
+        rtol=1e-12,
+        atol=1e-12,
+        rank=res.rank,
+        world_size=len(res.value["input_splits"]),
+        what="combined output y",
+    )
+
+
+def run_dispatch(world: World, inputs: list[dict[str, Any]], check: str = "layout") -> list[Any]:
+    """Dispatch, a trusted expert, combine; check the dispatch ("layout") or what combine returns."""
     p, E = world.size, inputs[0]["num_experts"]
     results = world.run("rank_programs:dispatch_combine", inputs=inputs, forbid=FORBID)
     for res in results:
         r, exp, v = res.rank, expected_dispatch(inputs, res.rank, E), res.value
+        if check == "combine":
+            check_combined(res, inputs[r])
+            continue
         assert not res.comm.events, f"rank {r}/{p}: moved data with send/recv; use dist.all_to_all_single"
         splits = (v["input_splits"], v["output_splits"])
         assert all(isinstance(s, list) and all(type(n) is int for n in s) for s in splits), (
@@ -186,12 +211,6 @@ def run_dispatch(world: World, inputs: list[dict[str, Any]]) -> list[Any]:
         )
         assert_equal(v["recv_counts"], exp["recv_counts"], rank=r, world_size=p, what="plan.recv_counts")
         assert_equal(v["recv_x"], exp["recv_x"], rank=r, world_size=p, what="received rows")
-        a = inputs[r]
-        # (T, k): the trusted expert multiplies its rows by (expert id + 1); dropped slots add nothing
-        scale = (a["experts"] + 1).to(torch.float64) * a["gates"] * a["keep"]
-        y = (scale.unsqueeze(2) * a["x"].unsqueeze(1)).sum(dim=1)  # (T, 3)
-        # k <= 3 gated rows per token summed in another order: float64 rounding only
-        assert_close(v["y"], y, rtol=1e-12, atol=1e-12, rank=r, world_size=p, what="combined output y")
         rows = token_calls(res, 3)
         assert len(rows) == 2, f"rank {r}/{p}: {len(rows)} all-to-alls of token rows; dispatch 1, combine 1"
         sent = sum(exp["input_splits"])
@@ -213,21 +232,35 @@ def run_dispatch(world: World, inputs: list[dict[str, Any]]) -> list[Any]:
 
 
 @pytest.mark.part("14.dispatch")
-def test_dispatch_and_combine_top2(world: World) -> None:
+@pytest.mark.concept("dispatch_layout")
+def test_dispatch_top2(world: World) -> None:
     run_dispatch(world, routing_inputs(world.size, T=6, E=2 * world.size, k=2, seed=1))
 
 
 @pytest.mark.part("14.dispatch")
-def test_dispatch_and_combine_top1_and_top3(world: World) -> None:
+@pytest.mark.concept("dispatch_layout")
+def test_dispatch_top1_and_top3(world: World) -> None:
     run_dispatch(world, routing_inputs(world.size, T=7, E=2 * world.size, k=1, seed=2))
     run_dispatch(world, routing_inputs(world.size, T=5, E=4 * world.size, k=3, seed=3))
 
 
 @pytest.mark.part("14.dispatch")
+@pytest.mark.concept("dispatch_layout")
 def test_uneven_and_empty_splits(world: World) -> None:
     # every first choice goes to expert 0 on rank 0; with one expert per rank some splits are 0
     run_dispatch(world, routing_inputs(world.size, T=6, E=world.size, k=1, seed=4, skew=True))
     run_dispatch(world, routing_inputs(world.size, T=4, E=world.size, k=2, seed=5, skew=True))
+
+
+@pytest.mark.part("14.dispatch")
+@pytest.mark.concept("combine_gated_sum")
+def test_combine_sums_gated_rows(world: World) -> None:
+    # the same routings as the dispatch checks; here only what combine hands back to each token counts
+    run_dispatch(world, routing_inputs(world.size, T=6, E=2 * world.size, k=2, seed=1), check="combine")
+    run_dispatch(world, routing_inputs(world.size, T=5, E=4 * world.size, k=3, seed=3), check="combine")
+    run_dispatch(
+        world, routing_inputs(world.size, T=4, E=world.size, k=2, seed=5, skew=True), check="combine"
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -319,6 +352,7 @@ def run_layer(world: World, reference, T: int, E: int, k: int, cf: float, seed: 
 
 
 @pytest.mark.part("14.moe_layer")
+@pytest.mark.concept("moe_matches_dense")
 def test_top2_with_drops_matches_dense(world: World, reference) -> None:
     for r in run_layer(world, reference, T=8, E=2 * world.size, k=2, cf=1.0, seed=11):
         n = r["dispatch"]["shape"][0]
@@ -326,11 +360,13 @@ def test_top2_with_drops_matches_dense(world: World, reference) -> None:
 
 
 @pytest.mark.part("14.moe_layer")
+@pytest.mark.concept("moe_matches_dense")
 def test_top1_matches_dense(world: World, reference) -> None:
     run_layer(world, reference, T=9, E=world.size, k=1, cf=1.25, seed=12)
 
 
 @pytest.mark.part("14.moe_layer")
+@pytest.mark.concept("moe_bytes")
 def test_bytes_without_drops_are_T_k_h(world: World, reference) -> None:
     p, T, k, E = world.size, 8, 2, 2 * world.size
     # cf = E / k makes the capacity T: nothing is dropped, and each rank ships all T*k assignments

@@ -77,6 +77,7 @@ def same(got: Any, expected: Any, what: str) -> None:
 
 
 @pytest.mark.part("15.allocator")
+@pytest.mark.concept("alignment_rounding")
 def test_round_up(world: World) -> None:
     cases = [
         (1, 256, 256),
@@ -102,6 +103,7 @@ def trace(world: World, capacity: int, alignment: int, ops: list[list[Any]]) -> 
 
 
 @pytest.mark.part("15.allocator")
+@pytest.mark.concept("first_fit_and_coalescing")
 def test_coalescing_each_side(world: World) -> None:
     # 4 blocks of 256 in 1280 bytes; free 1 (no neighbour free), 3 (merges right with the tail), then 2 (both)
     ops = [
@@ -127,6 +129,7 @@ def test_coalescing_each_side(world: World) -> None:
 
 
 @pytest.mark.part("15.allocator")
+@pytest.mark.concept("allocator_errors")
 def test_errors(world: World) -> None:
     ops = [["alloc", 512], ["alloc", 512], ["alloc", 512], ["free", 512], ["alloc", 600], ["free", 512],
            ["free", 100], ["alloc", 0], ["alloc", 512]]  # fmt: skip
@@ -167,6 +170,7 @@ def check_invariants(step: dict[str, Any], capacity: int, alignment: int, what: 
 
 @pytest.mark.part("15.allocator")
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.concept("first_fit_and_coalescing")
 def test_random_scripts(world: World, reference: Any, seed: int) -> None:
     rng = random.Random(seed)
     capacity, alignment = [(8192, 256), (1024, 64), (4096, 512)][seed - 1]
@@ -261,6 +265,7 @@ def shown(step: list[Any]) -> list[Any]:
 
 
 @pytest.mark.part("15.access")
+@pytest.mark.concept("owner_checks_every_access")
 def test_access_script(world: World) -> None:
     got = run_pool(world, [step for step, _ in ACCESS_SCRIPT])
     for i, ((step, expected), result) in enumerate(zip(ACCESS_SCRIPT, got, strict=True)):
@@ -305,6 +310,7 @@ def reference_pool_step(pool_ref: Any, pool: Any, handles: list[Any], step: list
 
 
 @pytest.mark.part("15.access")
+@pytest.mark.concept("owner_checks_every_access")
 def test_random_script_against_reference(world: World, reference: Any) -> None:
     pool_ref = ref_module(reference, "pool")
     steps = random_pool_steps(random.Random(15))
@@ -412,6 +418,7 @@ def run_window(world: World) -> list[Any]:
 
 
 @pytest.mark.part("15.one_sided")
+@pytest.mark.concept("fence_completes_queued_ops")
 def test_fence_results(world: World, reference: Any) -> None:
     expected, _ = oracle(ref_module(reference, "pool"), world.size)
     for res in run_window(world):
@@ -425,6 +432,7 @@ def test_fence_results(world: World, reference: Any) -> None:
 
 
 @pytest.mark.part("15.one_sided")
+@pytest.mark.concept("one_sided_bytes")
 def test_fence_bytes(world: World, reference: Any) -> None:
     _, traffic = oracle(ref_module(reference, "pool"), world.size)
     for res in run_window(world):
@@ -472,6 +480,7 @@ LRU_SCRIPT: list[tuple[list[Any], Any, list[int]]] = [
 
 
 @pytest.mark.part("15.page_table")
+@pytest.mark.concept("lru_eviction")
 def test_lru_eviction_script(world: World) -> None:
     got = run_manager(world, 2, 2, 2, [s for s, _, _ in LRU_SCRIPT])
     for i, ((step, result, evicted), g) in enumerate(zip(LRU_SCRIPT, got, strict=True)):
@@ -487,6 +496,7 @@ def test_lru_eviction_script(world: World) -> None:
 
 
 @pytest.mark.part("15.page_table")
+@pytest.mark.concept("placement_policy")
 def test_borrow_from_most_free_lowest_rank(world: World) -> None:
     got = run_manager(world, 4, 2, 1, [["add", 0, 0], ["append", 0, 4], ["add", 1, 3], ["append", 1, 3]])
     same(
@@ -500,6 +510,7 @@ def test_borrow_from_most_free_lowest_rank(world: World) -> None:
 
 
 @pytest.mark.part("15.page_table")
+@pytest.mark.concept("block_table_pages")
 def test_partial_pages(world: World) -> None:
     got = run_manager(world, 2, 3, 4, [["add", 5, 1], ["append", 5, 3], ["append", 5, 2], ["append", 5, 0]])
     same(got[1]["result"], [[1, 0, 0], [1, 0, 1], [1, 0, 2]], "first 3 tokens")
@@ -519,6 +530,7 @@ def random_manager_steps(rng: random.Random, world_size: int, n: int) -> list[li
 
 @pytest.mark.part("15.page_table")
 @pytest.mark.parametrize("seed", [4, 5])
+@pytest.mark.concept("block_table_pages")
 def test_random_scripts_against_reference(world: World, reference: Any, seed: int) -> None:
     bm = reference("block_manager")
     ws, pages, block = [(2, 3, 2), (3, 2, 3)][seed - 4]
@@ -656,6 +668,7 @@ def run_kv(world: World, sc: KVScript) -> list[Any]:
 
 @pytest.mark.part("15.paged_kv")
 @pytest.mark.parametrize("scenario", ["spill", "evict"])
+@pytest.mark.concept("kv_gathered_exactly")
 def test_kv_values_on_every_rank(world: World, reference: Any, scenario: str) -> None:
     bm = reference("block_manager")
     sc = (spill_script if scenario == "spill" else evict_script)(bm, world.size)
@@ -671,6 +684,7 @@ def test_kv_values_on_every_rank(world: World, reference: Any, scenario: str) ->
 
 
 @pytest.mark.part("15.paged_kv")
+@pytest.mark.concept("pages_on_owner")
 def test_pages_live_on_their_owner(world: World, reference: Any) -> None:
     bm = reference("block_manager")
     sc = evict_script(bm, world.size)
@@ -691,6 +705,7 @@ def test_pages_live_on_their_owner(world: World, reference: Any) -> None:
 
 @pytest.mark.part("15.paged_kv")
 @pytest.mark.parametrize("scenario", ["spill", "evict"])
+@pytest.mark.concept("kv_bytes")
 def test_kv_bytes_on_the_wire(world: World, reference: Any, scenario: str) -> None:
     bm = reference("block_manager")
     sc = (spill_script if scenario == "spill" else evict_script)(bm, world.size)

@@ -1,0 +1,58 @@
+"""Attention over one block of keys, and the log-sum-exp merge that lets the blocks arrive one at a time.
+
+For the queries q and one block j of keys and values, with scores z = q k_j^T / sqrt(D):
+    out_j = softmax(z) v_j        lse_j = log sum_k exp(z_k)        (per query row, per head)
+Softmax over the union of two blocks a and b weighs each block by its share of the normaliser, so
+    lse = log(exp(lse_a) + exp(lse_b))        out = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b
+is EXACT, in any order (online softmax: Milakov & Gimelshein 2018, arXiv 1805.02867; FlashAttention, Dao
+et al. 2022, arXiv 2205.14135, §3.1). Ring attention (Liu et al. 2023, arXiv 2310.01889) merges P blocks so.
+Check: `grade exercise 12`.
+Shapes: B batch, Sq / Sk query / key tokens, H heads, D head dim; tensors are (B, S, H, D), flash-attn's
+layout. lse is (B, Sq, H). q_pos (Sq,) and k_pos (Sk,) are GLOBAL token indices: with a causal mask, query i
+sees key j iff k_pos[j] <= q_pos[i].
+"""
+
+from __future__ import annotations
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+def block_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_pos: torch.Tensor,
+    k_pos: torch.Tensor,
+    *,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention of q (B, Sq, H, D) over one block k, v (B, Sk, H, D), scaled by 1/sqrt(D).
+
+    Returns (out (B, Sq, H, D), lse (B, Sq, H)). A query row that sees no key of this block (every key masked)
+    gets out = 0 and lse = -inf, never NaN: with a causal mask and a zig-zag layout that happens all the time.
+    """
+    z = torch.einsum("bqhd,bkhd->bqhk", q, k) / q.shape[-1] ** 0.5  # (B, Sq, H, Sk): lse comes out (B, Sq, H)
+    if causal:
+        hidden = k_pos[None, :] > q_pos[:, None]  # (Sq, Sk)
+        z = z.masked_fill(hidden[None, :, None, :], NEG_INF)
+    lse = torch.logsumexp(z, dim=-1)  # -inf for a row that sees nothing
+    p = torch.exp(z - lse[..., None]).nan_to_num(nan=0.0)  # (-inf) - (-inf) = nan -> 0
+    return torch.einsum("bqhk,bkhd->bqhd", p, v), lse
+
+
+def merge_attention(
+    out: torch.Tensor, lse: torch.Tensor, block_out: torch.Tensor, block_lse: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merge a block's (block_out, block_lse) into the running (out, lse); returns the new (out, lse).
+
+    out and block_out are (B, S, H, D), lse and block_lse (B, S, H). Either side may be empty for some rows
+    (lse = -inf, out = 0): the result must then be the other side exactly, and (0, -inf) if both are empty.
+    """
+    new_lse = torch.logaddexp(lse, block_lse)
+    empty = torch.isneginf(new_lse)
+    ref = torch.where(empty, torch.zeros_like(new_lse), new_lse)
+    a = torch.exp(lse - ref).unsqueeze(-1)
+    b = torch.exp(block_lse - ref).unsqueeze(-1)
+    return a * out + b * block_out, new_lse

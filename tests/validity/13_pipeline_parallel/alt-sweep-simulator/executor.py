@@ -1,0 +1,89 @@
+"""Run one rank's share of a pipeline schedule for real: activations forward, gradients back, by send/recv.
+
+    rank r-1 --- activation x_i (b, H) --->  rank r: F(i) = chunk(x_i)  --- activation --->  rank r+1
+    rank r-1 <--- grad of x_i (b, H) -------  rank r: B(i) = backward    <--- grad of y_i ---  rank r+1
+
+Chunk c of rank r is virtual stage s = c*p + r; stage s's neighbours are stages s-1 and s+1, which live on
+ranks (r-1) % p and (r+1) % p. The last stage (S-1 = v*p - 1, on rank p-1) turns its output into the loss.
+Loss of the whole batch = mean over microbatches, so each microbatch's loss is divided by m before backward
+(Megatron-LM schedules.py forward_step_calc_loss: `output_tensor /= num_microbatches`).
+Check: `grade exercise 13`. Shapes: b rows per microbatch, H hidden width (every stage maps (b, H) -> (b, H)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def tag_for(kind: str, microbatch: int, sender_stage: int, num_microbatches: int) -> int:
+    """The tag of one message: kind "F" (an activation) or "B" (a gradient), sent by `sender_stage`.
+
+    Why tags: a rank may receive several messages from the same neighbour (activations for several chunks,
+    and with p = 2 gradients too), and a valid schedule need not ask for them in the order they were sent.
+    Gloo matches a recv to a message with the same source AND tag, so one tag per message makes the order
+    irrelevant. (Megatron-LM's schedules are built so both sides agree on the order, because NCCL ignores
+    tags; the executor here must run any valid schedule.)
+    """
+    return (2 * sender_stage + (kind == "B")) * num_microbatches + microbatch
+
+
+def run_pipeline(
+    actions: list[tuple[str, int, int]],
+    chunks: list[nn.Module],
+    microbatches: list[torch.Tensor],
+    loss_fn: Callable[[torch.Tensor, int], torch.Tensor],
+    group=None,
+) -> list[torch.Tensor]:
+    """Execute this rank's `actions` (op, microbatch, chunk) in order, over send/recv; return the outputs.
+
+    chunks[c] is virtual stage c*p + r. microbatches[i] (b, H) is microbatch i's input; only stage 0 reads it,
+    and its shape and dtype are those of every activation and gradient message. loss_fn(y, i) is the loss of
+    microbatch i from the last stage's output y. Afterwards each chunk's parameters hold in .grad the gradient
+    of mean_i loss_fn(y_i, i). Messages: an F on stage s > 0 receives its input from stage s-1; an F on
+    s < S-1 sends its output to stage s+1; a B on s < S-1 receives d loss / d output from s+1; a B on s > 0
+    sends d loss / d input to s-1. Every message carries tag_for(kind, microbatch, sending stage, m).
+    Returns the last stage's outputs y_0..y_{m-1} (detached) on the rank that holds it, [] on the others.
+    `group` is None (the whole world) in this course, so a stage's rank is also its global rank.
+    """
+    p, r = dist.get_world_size(group), dist.get_rank(group)
+    m, v = len(microbatches), len(chunks)
+    last = v * p - 1
+    like = microbatches[0]
+    stash: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+    outputs: dict[int, torch.Tensor] = {}
+    pending = []  # (work, tensor): keep the tensor alive until the send completes
+    for op, i, c in actions:
+        s = c * p + r
+        if op == "F":
+            if s == 0:
+                x = microbatches[i]
+            else:
+                x = torch.empty_like(like)
+                dist.recv(x, (r - 1) % p, tag=tag_for("F", i, s - 1, m))
+                x.requires_grad_()
+            y = chunks[c](x)
+            if s == last:
+                outputs[i] = y.detach()
+                stash[(i, c)] = (x, loss_fn(y, i) / m)
+            else:
+                out = y.detach().contiguous()
+                pending.append((dist.isend(out, (r + 1) % p, tag=tag_for("F", i, s, m)), out))
+                stash[(i, c)] = (x, y)
+        else:
+            x, y = stash.pop((i, c))
+            if s == last:
+                y.backward()
+            else:
+                g = torch.empty_like(like)
+                dist.recv(g, (r + 1) % p, tag=tag_for("B", i, s + 1, m))
+                y.backward(g)
+            if s > 0:
+                gx = x.grad.contiguous()
+                pending.append((dist.isend(gx, (r - 1) % p, tag=tag_for("B", i, s, m)), gx))
+    for work, _ in pending:
+        work.wait()
+    return [outputs[i] for i in range(m)] if r == last % p else []
