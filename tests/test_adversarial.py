@@ -36,6 +36,8 @@ from grader.grading import batch_grade
 from grader.records import Record, RecordStore
 from grader.results import ExerciseResult
 
+pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
+
 HERE = Path(__file__).parent / "adversarial"
 REPO = Path(__file__).parent.parent
 MANIFEST = yaml.safe_load((HERE / "items.yml").read_text())

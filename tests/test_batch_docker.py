@@ -11,10 +11,13 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
 from docker_support import require_docker_image
 
 from grader.course import Course
 from grader.runners.docker import sweep_leftovers
+
+pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
 
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
 EXPECTED = {"ok": 5.0, "wrong": 2.0, "crash": 1.0, "hang": 1.0, "corrupt": 0.0, "misnamed": 0.0}

@@ -17,7 +17,11 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from grader.course import Course
+
+pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
 
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
 COUNTS = {"ok": 120, "wrong": 40, "crash": 20, "corrupt": 10, "misnamed": 10}

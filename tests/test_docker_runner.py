@@ -14,6 +14,8 @@ from grader.runners import GradeJob
 from grader.runners.docker import LABEL, DockerRunner
 from grader.runners.local import LocalRunner
 
+pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
+
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
 
 

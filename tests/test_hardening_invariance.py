@@ -21,6 +21,8 @@ from grader.results import ExerciseResult
 from grader.runners import GradeJob
 from grader.runners.local import LocalRunner
 
+pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
+
 CORPUS = Path(__file__).parent / "corpus"
 STRIDE = int(os.environ.get("DISTGPU_INVARIANCE_STRIDE", "40"))
 REFERENCES = ["02_ring_tree", "10_tensor_parallel", "22_memory_budget"]

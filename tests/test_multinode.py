@@ -22,6 +22,8 @@ from grader.harness.remote import NODES_VAR, Switchboard
 from grader.results import Status
 from grader.runners.local import LocalRunner
 
+pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
+
 TWO_NODES = ("world_sizes: [2, 3], timeout: 4}", "world_sizes: [2, 4], timeout: 4, nodes: 2}")
 
 

@@ -22,6 +22,8 @@ from test_batch_docker import make_batch
 from grader import cli
 from grader.course import Course
 
+pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
+
 REPO = Path(__file__).resolve().parent.parent
 PER_TASK = "slurm: {per_task: 3}\ncourse: Fixture course"
 """The fixture course with three submissions per array task: fewer tasks, less scheduling overhead."""

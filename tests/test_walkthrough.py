@@ -26,9 +26,13 @@ REPO = Path(__file__).parent.parent
 TMUX = shutil.which("tmux")
 SECTION_1 = ("01_comm_primitives", "02_ring_tree", "03_cost_analysis")
 
-pytestmark = pytest.mark.skipif(
-    TMUX is None and not os.environ.get("CI"), reason="tmux is not installed (CI installs it: scripts/test)"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        TMUX is None and not os.environ.get("CI"),
+        reason="tmux is not installed (CI installs it: scripts/test)",
+    ),
+]
 
 
 class Terminal:
