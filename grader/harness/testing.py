@@ -18,7 +18,7 @@ class World:
     """A test's view of ``size`` ranks: run student functions or rank programs on all of them at once.
 
     A call that hung once is not made again in the same grading run: the same function (or rank program)
-    with the same configuration (its scalar arguments) at the same world size raises ``NotRun`` naming the
+    with the same configuration (its string and boolean arguments) at the same world size raises ``NotRun`` naming the
     test that hung. Any other call still runs, so one deadlock costs only the tests that make it.
     """
 
@@ -238,16 +238,18 @@ def _rank_steps(res: RankResult, labels: dict[tuple[int, int, int], str]) -> lis
 
 
 def call_key(task: dict[str, Any], size: int) -> tuple[Any, ...]:
-    """What makes two calls the same call: the function or program, its scalar arguments, the world size.
+    """What makes two calls the same call: the function or program, its configuration, the world size.
 
-    Tensors and containers are data, not configuration: the same ring on another tensor hangs again.
+    Configuration is the names and flags a call is given (strings, booleans, None): a schedule's name, a
+    mode. Numbers, tensors and containers are data (sizes, seeds, inputs): the same ring on another tensor
+    or seed hangs again, and retrying it would spend the exercise's time budget on timeouts.
     """
     target = task.get("program") or f"{task['module']}.{task['function']}"
     named = task.get("kwargs") or task.get("inputs") or {}
-    scalars = [repr(a) for a in task.get("args", ()) if _scalar(a)]
-    scalars += [f"{k}={v!r}" for k, v in sorted(named.items()) if _scalar(v)]
-    return (target, tuple(scalars), size)
+    settings = [repr(a) for a in task.get("args", ()) if _setting(a)]
+    settings += [f"{k}={v!r}" for k, v in sorted(named.items()) if _setting(v)]
+    return (target, tuple(settings), size)
 
 
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, bool | int | float | str)
+def _setting(value: Any) -> bool:
+    return value is None or isinstance(value, bool | str)
