@@ -18,8 +18,8 @@ class World:
     """A test's view of ``size`` ranks: run student functions or rank programs on all of them at once.
 
     A call that hung once is not made again in the same grading run: the same function (or rank program)
-    with the same configuration (its string and boolean arguments) at the same world size raises ``NotRun`` naming the
-    test that hung. Any other call still runs, so one deadlock costs only the tests that make it.
+    with the same configuration (its string and boolean arguments) at the same world size raises
+    ``NotRun`` naming the test that hung. Any other call still runs: one deadlock costs only its own tests.
     """
 
     def __init__(self, pool: Pool, timeout_s: float, *, hangs: Hangs | None = None, test: str = "") -> None:
