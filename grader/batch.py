@@ -8,6 +8,7 @@ A rerun after a crash or a kill grades only what has no current record.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -27,6 +28,7 @@ from grader.course import Course, Exercise
 from grader.records import Record, RecordStore
 from grader.results import ExerciseResult, Status
 from grader.runners import SuiteError
+from grader.submission import why_invalid
 
 PROCESS_MARGIN_S = 120.0
 """Beyond the exercise's budget, for a grading process: interpreter, torch, container start."""
@@ -60,6 +62,56 @@ def discover(folder: Path) -> list[Submission]:
             student = entry.name if entry.is_dir() else entry.stem
             found.append(Submission(student, entry, _submitted_at(entry)))
     return found
+
+
+def check_request(folder: Path, *, workers: int | None, regrade: list[str]) -> list[Submission]:
+    """The submissions in ``folder``, once the request makes sense; ``ValueError`` (one line) otherwise:
+    a usage error must stop the batch before anything is graded."""
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such folder of submissions")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    found = discover(folder)
+    unknown = sorted(set(regrade) - {s.student for s in found})
+    if unknown:
+        raise ValueError(f"--regrade: no submission for {', '.join(unknown)} in {folder}")
+    return found
+
+
+def how_code_runs(backend: str, *, allow_unsandboxed: bool) -> str:
+    """One line saying where student code will run; ``ValueError`` when that would be unsandboxed as root
+    and ``allow_unsandboxed`` is not given (the message names the three ways out)."""
+    from grader import sandbox
+
+    if backend == "docker":
+        from grader.images import image_tag
+
+        image = image_tag("cpu")
+        return f"student code runs in Docker ({image}): no network, memory and pid caps, ranks as nobody"
+    mode = sandbox.requested_mode()
+    why_not = "DISTGPU_SANDBOX=none" if mode == "none" else sandbox.probe()
+    if why_not is None:
+        who = " as nobody" if os.geteuid() == 0 else ""
+        return f"student code runs sandboxed with bubblewrap{who}: no network, no solutions or hidden tests"
+    if mode == "bwrap":
+        raise ValueError(f"{sandbox.SANDBOX_ENV_VAR}=bwrap, but {why_not}")
+    user = _user_name()
+    if os.geteuid() == 0 and not allow_unsandboxed:
+        raise ValueError(
+            f"student code would run unsandboxed as root ({why_not}); ways out: make bubblewrap work here "
+            "(`grade doctor`), use --backend docker, or run the batch as an unprivileged user; "
+            "--allow-unsandboxed runs it as root anyway"
+        )
+    return f"student code runs UNSANDBOXED as {user} ({why_not}): it can read and write what {user} can"
+
+
+def _user_name() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
 
 
 def _submitted_at(entry: Path) -> dt.datetime | None:
@@ -345,3 +397,35 @@ class LocalPool:
 def tally(results: list[ExerciseResult]) -> Counter[str]:
     """How many submissions ended passed, failed, timeout, crashed...: each counted by its gravest verdict."""
     return Counter(str(r.verdict) for r in results)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# invalid uploads: a verdict of their own, decided before any grading
+
+
+def invalid_result(exercise: Exercise, reason: str, label: str, device: str) -> ExerciseResult:
+    """0 for every part, no test run; ``reason`` (one line) is the result's first note."""
+    result = ExerciseResult.for_every_part(
+        exercise=exercise, status=Status.INVALID, reason=f"not graded: {reason}", graded=label, device=device
+    )
+    return dataclasses.replace(result, notes=(reason,))
+
+
+def set_aside_invalid(
+    plan: BatchPlan,
+    todo: list[PendingGrade],
+    store: RecordStore,
+    on_result: Callable[[str, ExerciseResult], None],
+) -> list[PendingGrade]:
+    """File an ``invalid`` record for each upload in ``todo`` that cannot be graded; return the others."""
+    gradable = []
+    for pending in todo:
+        reason = why_invalid(pending.submission.path, plan.exercise.files)
+        if reason is None:
+            gradable.append(pending)
+            continue
+        student = pending.submission.student
+        result = invalid_result(plan.exercise, reason, student, plan.device)
+        store.put(Record(student, pending.key, result, pending.submitted))
+        on_result(student, result)
+    return gradable

@@ -487,7 +487,9 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
     given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
     if given:
         raise ValueError(f"--{given[0].replace('_', '-')} needs --backend slurm")
-    console.print(how_code_runs(args.backend, allow_unsandboxed=args.allow_unsandboxed), markup=False)
+    console.print(
+        how_code_runs(args.backend, allow_unsandboxed=args.allow_unsandboxed), markup=False, soft_wrap=True
+    )
     gpus = _gpu_count() if args.device != "cpu" else 0
     device = ("cuda" if gpus else "cpu") if args.device == "auto" else args.device
     plan = make_plan(
@@ -530,7 +532,7 @@ def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Pat
         )
         console.print(slurm.dry_run(plan, pool, todo), markup=False, highlight=False, soft_wrap=True)
         return 0
-    console.print(f"student code runs on the cluster's nodes ({settings.runner} runner)", markup=False)
+    console.print(f"student code runs on the cluster's nodes ({settings.runner} runner)", soft_wrap=True)
     progress = BatchProgressView(console)
     pool.on_queue = progress.note
     try:
@@ -554,16 +556,15 @@ def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Pat
 
 
 def _batch_report(outcome: grading.BatchOutcome, console: Console) -> None:
-    from grader.batch import verdict
     from grader.results import Status
 
     report.batch_summary(outcome.records, console)
     this_run = set(outcome.graded)
-    invalid = sum(verdict(r.result) is Status.INVALID for r in outcome.records if r.student in this_run)
+    invalid = sum(r.result.verdict is Status.INVALID for r in outcome.records if r.student in this_run)
     current = len(outcome.records) - len(this_run)
     said = [f"graded {len(this_run) - invalid} of {len(outcome.records)}"]
     said += [f"{invalid} invalid (not graded)"] if invalid else []
-    said += [f"{current} unchanged since their last grading (not regraded)"] if current else []
+    said += [f"{current} unchanged since their last run (records kept)"] if current else []
     console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True)
 
 
@@ -606,9 +607,8 @@ class BatchProgressView:
         self.progress.update(self.task, queue=queue)
 
     def advance(self, student: str, result: ExerciseResult) -> None:
-        from grader.batch import verdict
 
-        self.counts[str(verdict(result))] = self.counts.get(str(verdict(result)), 0) + 1
+        self.counts[str(result.verdict)] = self.counts.get(str(result.verdict), 0) + 1
         counts = "  ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
         self.progress.update(self.task, advance=1, counts=counts)
 

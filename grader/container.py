@@ -24,7 +24,7 @@ from grader import report
 from grader.course import load_course
 from grader.exports import to_prairielearn
 from grader.runners import GradeJob, SuiteError
-from grader.runners.local import LocalRunner
+from grader.submission import why_invalid
 
 RANK_UID = 65534
 """nobody: owns no file in the image, and cannot enter the judge's folder."""
@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results file for --format gradescope or prairielearn")
     args = parser.parse_args(argv)
     course = load_course(args.course)
+    if args.format != "token":  # the host checked an upload before it started this container
+        reason = why_invalid(args.submission, course.find(args.exercise).files)
+        if reason:
+            return _write_invalid(reason, args.format, args.out)
+    from grader.runners.local import LocalRunner  # torch: not needed to turn an invalid upload away
+
     runner = LocalRunner(sandbox_mode="none", run_as_uid=RANK_UID, programs_root=args.programs_root)
     job = GradeJob(
         course=course,
@@ -68,6 +74,22 @@ def _write_platform_results(payload: dict[str, Any], platform: str, out: Path) -
         print(payload["suite_error"], file=sys.stderr)
         return 2
     gradescope = report.to_gradescope(ExerciseResult.from_dict(payload["result"]))
+    data = gradescope if platform == "gradescope" else to_prairielearn(gradescope)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data))
+    return 0
+
+
+def _write_invalid(reason: str, platform: str, out: Path) -> int:
+    """An upload that cannot be graded: 0 on Gradescope with the reason; not gradable on PrairieLearn."""
+    gradescope = {
+        "score": 0.0,
+        "max_score": 0.0,
+        "output": f"Your upload was not graded: {reason}. Please upload the exercise's files again.",
+        "visibility": "visible",
+        "tests": [],
+        "extra_data": {"invalid": True},
+    }
     data = gradescope if platform == "gradescope" else to_prairielearn(gradescope)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data))

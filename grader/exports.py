@@ -1,7 +1,12 @@
 """Packaging an exercise's grader for other platforms: a Gradescope autograder zip, a PrairieLearn folder.
 
-Both run `grade` inside the platform's container on CPU ranks (gloo): neither platform offers GPUs to
-autograders, so parts with ``device: gpu`` come out ``blocked`` there.
+Both carry the course trimmed to the one exercise: a course.yml with that exercise alone (checked to load
+and to define the same exercise before anything is written), its exercises/ and solutions/ folders, and
+the ``grader`` and ``coursekit`` packages. No other exercise's reference or hidden suite leaves the
+instructor's machine. Both run ``grader.container`` inside the platform's container on CPU ranks (gloo):
+neither platform offers GPUs to autograders, so parts with ``device: gpu`` come out ``blocked`` there.
+The judge runs as root and reads the course from a folder only root may enter; ranks run as nobody and
+import the grader and the rank programs from a public copy that holds no solution.
 """
 
 from __future__ import annotations
@@ -12,58 +17,103 @@ import stat
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
-from grader.course import Course, Exercise
+import yaml
+
+import grader
+from grader.course import Course, Exercise, load_course
 from grader.release import IGNORED
 
-PACKAGE = ("pyproject.toml", "course.yml", "README.md", "grader", "coursekit")
+PACKAGE_ROOT = Path(grader.__file__).resolve().parent.parent
+PACKAGES = ("grader", "coursekit")
+PUBLIC = ("grader", "coursekit", "exercises")
+"""What ranks (nobody) may read: no solutions/ and no course.yml among them."""
+REQUIREMENTS = '"torch==2.13.0" "pytest>=8.0" "pyyaml>=6.0" "rich>=13.0" numpy platformdirs'
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, when it builds the autograder image.
+# Gradescope runs this once, as root, when it builds the autograder image. It writes the path of a
+# Python >= 3.11 that has the grader's dependencies to /autograder/distgpu-python. Gradescope's Ubuntu
+# 22.04 base has python3 3.10: then python3.11 comes from Ubuntu's own packages (jammy, universe).
 set -euo pipefail
-apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv python3-pip
-python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-/autograder/venv/bin/pip install -q /autograder/source
+ready='import sys, torch, pytest, yaml, rich, numpy; sys.exit(sys.version_info < (3, 11))'
+recent='import sys; sys.exit(sys.version_info < (3, 11))'
+if command -v python3 >/dev/null && python3 -c "$ready" 2>/dev/null; then
+  # an image that has them already (the distgpu-cpu grading image, a custom base): nothing to install
+  command -v python3 > /autograder/distgpu-python
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+if command -v python3 >/dev/null && python3 -c "$recent" 2>/dev/null; then
+  python=python3
+else
+  python=python3.11
+fi
+apt-get install -y -q "$python" "$python-venv"
+"$python" -m venv /autograder/venv
+/autograder/venv/bin/pip install -q --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"
+/autograder/venv/bin/pip install -q {requirements}
+/autograder/venv/bin/python -c "$ready"
+echo /autograder/venv/bin/python > /autograder/distgpu-python
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this per submission, as root; the student's files are in /autograder/submission.
-# Ranks run as nobody: the hidden suite and the reference stay in a folder only root may enter, and the
-# ranks read the public exercise files (rank programs) from a copy.
+# The judge reads the course (hidden suite included) from /autograder/source, which only root may enter;
+# ranks run as nobody and import the grader and the rank programs from /autograder/public.
 set -u
 mkdir -p /autograder/results /autograder/public
-cp -r /autograder/source/exercises /autograder/public/ && chmod -R a+rX /autograder/public
+for folder in {public}; do cp -r "/autograder/source/$folder" /autograder/public/; done
+chmod -R a+rX /autograder/public
 chmod 0700 /autograder/source
-OMP_NUM_THREADS=1 /autograder/venv/bin/python -m grader.container --exercise {key} \\
+cd /tmp && PYTHONPATH=/autograder/public OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo \\
+  "$(cat /autograder/distgpu-python)" -m grader.container --exercise {key} \\
     --course /autograder/source/course.yml --programs-root /autograder/public/exercises \\
     --submission /autograder/submission --format gradescope --out /autograder/results/results.json
 """
 
 PL_RUN_SH = """#!/usr/bin/env bash
 # PrairieLearn external grader entrypoint (root): student files in /grade/student, results in /grade/results.
-# As on Gradescope, ranks run as nobody and cannot enter the copy of the course that holds the hidden suite.
+# As on Gradescope, the judge reads the course from a folder only root may enter (/grade/judge); ranks run
+# as nobody and import the grader and the rank programs from /grade/public.
 set -u
 mkdir -p /grade/results /grade/judge /grade/public
 cp -r /grade/serverFilesCourse/distgpu /grade/judge/ && chmod 0700 /grade/judge
-cp -r /grade/serverFilesCourse/distgpu/exercises /grade/public/ && chmod -R a+rX /grade/public
+for folder in {public}; do cp -r "/grade/serverFilesCourse/distgpu/$folder" /grade/public/; done
+chmod -R a+rX /grade/public
 chmod -R go-rwx /grade/serverFilesCourse
-cd /tmp && PYTHONPATH=/grade/public:/grade/judge/distgpu OMP_NUM_THREADS=1 python3 -m grader.container \\
+cd /tmp && PYTHONPATH=/grade/public OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo python3 -m grader.container \\
     --exercise {key} --course /grade/judge/distgpu/course.yml --programs-root /grade/public/exercises \\
     --submission /grade/student --format prairielearn --out /grade/results/results.json
 """
 
 
-def _copy_course_subset(course: Course, exercise: Exercise, dest: Path) -> None:
+def trimmed_course(course: Course, exercise: Exercise, dest: Path) -> None:
+    """Write the course with ``exercise`` alone into ``dest``; ``ValueError`` unless it loads and defines
+    the same exercise (a course.yml key this trimming does not know must not ship a grader that fails)."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in PACKAGE:
-        source = course.root / name
-        if source.is_dir():
-            shutil.copytree(source, dest / name, ignore=IGNORED)
-        else:
-            shutil.copy2(source, dest / name)
+    for name in PACKAGES:  # the grader that runs here, whichever course it grades
+        shutil.copytree(PACKAGE_ROOT / name, dest / name, ignore=IGNORED)
     for folder in (course.exercise_dir(exercise), course.solution_dir(exercise)):
-        shutil.copytree(folder, dest / folder.relative_to(course.root), ignore=IGNORED)
+        if folder.is_dir():
+            shutil.copytree(folder, dest / folder.relative_to(course.root), ignore=IGNORED)
+    catalog = yaml.safe_load((course.root / "course.yml").read_text())
+    catalog["sections"] = [_only(section, exercise) for section in catalog["sections"]]
+    catalog["sections"] = [s for s in catalog["sections"] if s["exercises"]]
+    header = f"# {course.title}, trimmed to exercise {exercise.key} by `grade gradescope/prairielearn`.\n"
+    (dest / "course.yml").write_text(header + yaml.safe_dump(catalog, sort_keys=False, width=110))
+    try:
+        found = load_course(dest / "course.yml").find(exercise.key)
+    except (ValueError, KeyError) as exc:
+        raise ValueError(f"the course trimmed to exercise {exercise.key} does not load: {exc}") from None
+    if found != exercise:
+        raise ValueError(f"the course trimmed to exercise {exercise.key} defines it differently")
+
+
+def _only(section: dict[str, Any], exercise: Exercise) -> dict[str, Any]:
+    kept = [e for e in section.get("exercises") or [] if e.get("number") == exercise.number]
+    return section | {"exercises": kept}
 
 
 def _write_script(path: Path, text: str) -> None:
@@ -72,12 +122,14 @@ def _write_script(path: Path, text: str) -> None:
 
 
 def gradescope_zip(course: Course, exercise: Exercise, out: Path) -> None:
-    """An autograder zip: setup.sh and run_autograder at its root, the course subset beside them."""
+    """An autograder zip: setup.sh and run_autograder at its root, the trimmed course beside them."""
     with tempfile.TemporaryDirectory(prefix="distgpu-gradescope-") as folder:
         root = Path(folder)
-        _copy_course_subset(course, exercise, root)
-        _write_script(root / "setup.sh", SETUP_SH)
-        _write_script(root / "run_autograder", RUN_AUTOGRADER.format(key=exercise.key))
+        trimmed_course(course, exercise, root)
+        _write_script(root / "setup.sh", SETUP_SH.format(requirements=REQUIREMENTS))
+        _write_script(
+            root / "run_autograder", RUN_AUTOGRADER.format(key=exercise.key, public=" ".join(PUBLIC))
+        )
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(root.rglob("*")):
                 if path.is_file():
@@ -86,10 +138,10 @@ def gradescope_zip(course: Course, exercise: Exercise, out: Path) -> None:
 
 
 def prairielearn_folder(course: Course, exercise: Exercise, out: Path) -> None:
-    """serverFilesCourse/distgpu (the course subset and run.sh) and an info.json snippet for the question."""
+    """serverFilesCourse/distgpu (the trimmed course and run.sh) and an info.json snippet for the question."""
     target = out / "serverFilesCourse" / "distgpu"
-    _copy_course_subset(course, exercise, target)
-    _write_script(target / "run.sh", PL_RUN_SH.format(key=exercise.key))
+    trimmed_course(course, exercise, target)
+    _write_script(target / "run.sh", PL_RUN_SH.format(key=exercise.key, public=" ".join(PUBLIC)))
     options = {
         "externalGradingOptions": {
             "enabled": True,
@@ -103,7 +155,10 @@ def prairielearn_folder(course: Course, exercise: Exercise, out: Path) -> None:
 
 
 def to_prairielearn(gradescope: dict) -> dict:  # type: ignore[type-arg]
-    """PrairieLearn's results.json from our Gradescope results.json (score as a fraction)."""
+    """PrairieLearn's results.json from our Gradescope results.json (score as a fraction). An upload that
+    was not graded is ``gradable: false``: PrairieLearn then charges the student no attempt."""
+    if gradescope.get("extra_data", {}).get("invalid"):
+        return {"gradable": False, "score": 0.0, "message": gradescope.get("output", ""), "tests": []}
     total = gradescope["max_score"] or 1.0
     return {
         "gradable": True,

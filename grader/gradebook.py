@@ -1,12 +1,17 @@
 """Recording grades in nbgrader's own gradebook (SQLite by default, any SQLAlchemy URL).
 
 Mapping: an exercise is an assignment (named ``NN_slug``) with one notebook (its slug); each graded test is
-a grade cell worth its points; each student is a student. Only one process writes: the batch driver.
+a grade cell worth its points; each student is a student. One solution cell, ``submission``, holds the
+comment: why an invalid upload was not graded, so the instructor sees it next to the 0, or which concepts a
+graded one lost (each test cell's score already follows its concept: see grader/scoring.py). Only one
+process writes: the batch driver.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import os
 import sys
 import warnings
@@ -16,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from grader.course import Course, Exercise
-from grader.results import ExerciseResult, TestResult
+from grader.results import ExerciseResult, Status, TestResult
+
+COMMENT_CELL = "submission"
+"""The solution cell whose comment says why an upload was not graded."""
+SCORE_COLUMNS = ("raw_score", "late_submission_penalty", "score", "max_score")
+DECIMALS = 6
+"""Scores are sums of per-test shares (2/3 of a point...): the CSV rounds them as results.json does."""
 
 
 def default_url(course: Course) -> str:
@@ -54,7 +65,8 @@ def record(
     """Create or update ``student``'s submission of ``exercise`` with one auto score per grade cell.
 
     ``cells`` are the reference run's tests (the exercise's full list); a test missing from ``result`` (a
-    container that died before its tests ran) scores 0 for that cell.
+    container that died before its tests ran) scores 0 for that cell. An invalid upload scores 0 in every
+    cell, and its reason is the comment of the ``submission`` cell; a graded one gets the concepts it lost.
     """
     assignment, notebook = exercise.dirname, exercise.slug
     with warnings.catch_warnings():
@@ -65,6 +77,7 @@ def record(
             gradebook.update_or_create_grade_cell(
                 cell_name(cell), notebook, assignment, max_score=cell.max_score, cell_type="code"
             )
+        gradebook.update_or_create_solution_cell(COMMENT_CELL, notebook, assignment)
         gradebook.update_or_create_student(student)
         gradebook.update_or_create_submission(assignment, student, timestamp=submitted)
         scores = {cell_name(t): t.score for t in result.tests}
@@ -72,11 +85,52 @@ def record(
             grade = gradebook.find_grade(cell_name(cell), notebook, assignment, student)
             grade.auto_score = scores.get(cell_name(cell), 0.0)
             grade.needs_manual_grade = False  # the column defaults to True; nbgrader's autograde clears it
+        _comment(gradebook, notebook, assignment, student).auto_comment = _comment_text(result)
         gradebook.db.commit()
 
 
+def _comment_text(result: ExerciseResult) -> str | None:
+    """Why an upload was not graded, or the concepts a graded one lost (None with every concept earned)."""
+    if result.verdict is Status.INVALID:
+        return "not graded: " + (result.notes[0] if result.notes else "invalid upload")
+    lost = [
+        f"{c.part}: {c.name} (0/{c.max_score:g}, {c.tests - c.passed} of {c.tests} tests not passed)"
+        for c in result.concepts
+        if not c.earned
+    ]
+    return "concepts lost: " + "; ".join(lost) if lost else None
+
+
+def _comment(gradebook: Any, notebook: str, assignment: str, student: str) -> Any:
+    """The ``submission`` cell's comment; a submission made before that cell existed gets one now."""
+    from nbgrader.api import Comment, MissingEntry
+
+    try:
+        return gradebook.find_comment(COMMENT_CELL, notebook, assignment, student)
+    except MissingEntry:
+        cell = gradebook.find_solution_cell(COMMENT_CELL, notebook, assignment)
+        comment = Comment(
+            cell_id=cell.id, notebook=gradebook.find_submission_notebook(notebook, assignment, student)
+        )
+        gradebook.db.add(comment)
+        return comment
+
+
 def export_csv(gradebook: Any, path: Path) -> None:
-    """Write the CSV `nbgrader export` writes, through nbgrader's own exporter."""
+    """Write the CSV `nbgrader export` writes, through nbgrader's own exporter, scores rounded to
+    ``DECIMALS`` places (a sum of thirds is 10.0, not 9.999999999999996)."""
     from nbgrader.plugins.export import CsvExportPlugin
 
     CsvExportPlugin(to=str(path)).export(gradebook)
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    if not rows:
+        return
+    for row in rows:
+        for column in SCORE_COLUMNS:
+            if row.get(column):
+                row[column] = str(round(float(row[column]), DECIMALS))
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text(text.getvalue())

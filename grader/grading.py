@@ -10,7 +10,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader import report
-from grader.batch import BatchPlan, BatchPool, LocalPool, PendingGrade, Submission, discover
+from grader.batch import (
+    BatchPlan,
+    BatchPool,
+    LocalPool,
+    PendingGrade,
+    Submission,
+    discover,
+    set_aside_invalid,
+)
 from grader.course import Course, Exercise
 from grader.gradebook import open_gradebook
 from grader.gradebook import record as record_grade
@@ -201,14 +209,15 @@ def batch_grade(
     pool: BatchPool | None = None,
 ) -> BatchOutcome:
     """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
-    gradebook, CSV, results.json, PNG. Only this process writes the gradebook and the reports."""
+    gradebook, CSV, results.json, PNG. An upload that cannot be graded gets an ``invalid`` record without
+    reaching the pool. Only this process writes the gradebook and the reports."""
     pool = pool or LocalPool()
     found = discover(submissions)
     store = RecordStore(out / "records")
     todo = batch_todo(plan, found, store, regrade=regrade, late=late)
     reference = _graded_reference(plan, out, pool)
     on_start(len(todo))
-    pool.grade(plan, todo, store, on_result)
+    pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
     current = {s.student for s in found}
     records = [r for r in store.all() if r.student in current]
     _write_gradebook(plan, records, reference, gradebook_url)

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 CONTAINERS = Path(__file__).resolve().parent.parent / "containers"
 TORCH = "torch==2.13.0"
@@ -17,6 +18,16 @@ REQUIREMENTS = ["pytest>=8.0", "pyyaml>=6.0", "rich>=13.0", "numpy"]
 LOCAL_BASE = "distgpu-base:bookworm"
 """What containers/make-local-base.sh builds where no registry is reachable."""
 STOCK_BASE = "python:3.11-slim-bookworm"
+BUILD_STAGE_LABEL = "distgpu.stage=build"
+"""The Dockerfiles' build stage carries it, so its untagged image can be removed after the build."""
+OFFLINE_ROUTE = (
+    "no registry? build a local base with containers/make-local-base.sh, or pass --base with an image "
+    "that is here (`docker images`)"
+)
+
+
+class ImageBuildError(ValueError):
+    """The image could not be built; the message is one line that says what to do."""
 
 
 @dataclass(frozen=True)
@@ -45,23 +56,68 @@ def default_base(client: object) -> str:
 
 
 def build_image(*, kind: str, base: str | None = None) -> BuiltImage:
-    """Build ``image_tag(kind)`` from containers/Dockerfile.<kind>; raises docker.errors.BuildError."""
+    """Build ``image_tag(kind)`` from containers/Dockerfile.<kind>; ``ImageBuildError`` (one line) when the
+    base is neither here nor pullable, the wheels cannot be downloaded, or a build step fails. The build
+    stage's untagged image is removed either way."""
     import docker
 
-    client = docker.from_env()
+    client = docker.from_env(timeout=600)  # removing a 1.3 GB build stage takes dockerd minutes when busy
     base = base or default_base(client)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="distgpu-image-") as folder:
-        context = Path(folder)
-        (context / "Dockerfile").write_text((CONTAINERS / f"Dockerfile.{kind}").read_text())
-        _stage_wheels(context / "wheels", with_torch=kind == "cpu")
-        image, _ = client.images.build(
-            path=str(context), tag=image_tag(kind), buildargs={"BASE": base}, rm=True, forcerm=True
-        )
+    _ensure_base(client, base)
+    try:
+        with tempfile.TemporaryDirectory(prefix="distgpu-image-") as folder:
+            context = Path(folder)
+            (context / "Dockerfile").write_text((CONTAINERS / f"Dockerfile.{kind}").read_text())
+            _stage_wheels(context / "wheels", with_torch=kind == "cpu")
+            image, _ = client.images.build(
+                path=str(context), tag=image_tag(kind), buildargs={"BASE": base}, rm=True, forcerm=True
+            )
+    except docker.errors.BuildError as exc:
+        raise ImageBuildError(f"building {image_tag(kind)} on {base} failed: {_last_line(exc.msg)}") from None
+    finally:
+        remove_build_stages(client)
     size_mb = image.attrs["Size"] / 1e6
     return BuiltImage(
         image_tag(kind), image.id, base, round(size_mb), round(time.perf_counter() - started, 1)
     )
+
+
+def _ensure_base(client: Any, base: str) -> None:
+    """The base image is here, or is pulled now: else one line naming the offline route."""
+    import docker
+
+    try:
+        client.images.get(base)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.pull(base)
+    except docker.errors.DockerException as exc:
+        raise ImageBuildError(
+            f"the base image {base} is not here and cannot be pulled "
+            f"({_last_line(getattr(exc, 'explanation', None) or str(exc))}); " + OFFLINE_ROUTE
+        ) from None
+
+
+def remove_build_stages(client: Any) -> list[str]:
+    """Remove the untagged images our Dockerfiles' build stages leave; return their ids."""
+    import docker
+
+    removed = []
+    for image in client.images.list(filters={"dangling": True, "label": BUILD_STAGE_LABEL}):
+        try:
+            client.images.remove(image.id, noprune=False)
+        except docker.errors.APIError:  # in use by a build running beside this one
+            continue
+        removed.append(image.id)
+    return removed
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[-1] if lines else "no details"
 
 
 def _stage_wheels(folder: Path, *, with_torch: bool) -> None:
@@ -85,4 +141,6 @@ def _stage_wheels(folder: Path, *, with_torch: bool) -> None:
         *[f"--platform={p}" for p in platforms],
         *requirements,
     ]
-    subprocess.run(command, check=True)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise ImageBuildError(f"downloading the wheels failed: {_last_line(done.stderr)}")

@@ -195,17 +195,16 @@ def to_junit(result: ExerciseResult) -> str:
 def batch_csv(rows: list[tuple[str, ExerciseResult, str | None]]) -> str:
     """student,score,max_score,verdict,submitted,tests_passed,tests,reason: one line per student, for an
     LMS; ``reason`` says why an invalid upload was not graded."""
-    from grader.batch import verdict
 
     lines = ["student,score,max_score,verdict,submitted,tests_passed,tests,reason"]
     for student, result, submitted in sorted(rows, key=lambda row: row[0]):
         passed = sum(t.status is Status.PASSED for t in result.tests)
-        invalid = verdict(result) is Status.INVALID
+        invalid = result.verdict is Status.INVALID
         fields = [
             student,
             f"{result.score:g}",
             f"{result.max_score:g}",
-            str(verdict(result)),
+            str(result.verdict),
             submitted or "",
             str(passed),
             "0" if invalid else str(len(result.tests)),
@@ -252,24 +251,22 @@ def histogram_figure(scores: list[float], max_score: float) -> Any:
 def write_batch_outputs(records: list[Any], out: Path, max_score: float) -> None:
     """grades.csv, results/<student>.json (Gradescope schema) and histogram.png in ``out``. Invalid uploads
     are in the CSV and have a results.json, but stay out of the histogram."""
-    from grader.batch import verdict
 
     rows = [(r.student, r.result, r.submitted) for r in records]
     (out / "grades.csv").write_text(batch_csv(rows))
     (out / "results").mkdir(exist_ok=True)
     for student, result, _ in rows:
         (out / "results" / f"{student}.json").write_text(json.dumps(to_gradescope(result), indent=1))
-    graded = [r.score for _, r, _ in rows if verdict(r) is not Status.INVALID]
+    graded = [r.score for _, r, _ in rows if r.verdict is not Status.INVALID]
     histogram_png(graded, max_score, out / "histogram.png")
 
 
 def batch_summary(records: list[Any], console: Console) -> None:
     """A table of verdicts and mean scores, the mean of the graded ones, then each invalid upload by name
     with its reason: an instructor must not give a zero for a corrupted upload without noticing."""
-    from grader.batch import verdict
 
     results = {r.student: r.result for r in records}
-    verdicts = {student: verdict(result) for student, result in results.items()}
+    verdicts = {student: result.verdict for student, result in results.items()}
     graded = [results[s].score for s, v in verdicts.items() if v is not Status.INVALID]
     mean = f"mean {sum(graded) / len(graded):.2f} over {len(graded)} graded" if graded else "none graded"
     table = Table(title=f"{len(results)} submissions ({mean})", title_justify="left")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import stat
+import tempfile
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
@@ -40,6 +41,72 @@ def stage(source: Path, files: tuple[str, ...], dest: Path) -> list[str]:
     return notes + [
         f"the submission has no {name}" + _near_miss(name, source) for name in files if name not in found
     ]
+
+
+def why_invalid(source: Path, files: tuple[str, ...]) -> str | None:
+    """Why ``source`` cannot be graded at all, in one line; None when grading it makes sense.
+
+    Invalid: a path that is neither a folder nor a zip, an empty folder or archive, a corrupt or refused
+    archive, a member whose path escapes the submission, or none of ``files`` to take. A submission with
+    some of the files is valid: what is missing fails its tests, as it should.
+    """
+    if not source.exists():
+        return f"{source} does not exist"
+    if source.is_dir():
+        if not any(p.name != "timestamp.txt" for p in source.iterdir()):
+            return "the submission is empty"
+    elif not zipfile.is_zipfile(source):
+        if not source.stat().st_size:
+            return "the submission is an empty file"
+        return (
+            "the archive is corrupt (not a zip file)" if source.suffix == ".zip" else "not a folder or a zip"
+        )
+    else:
+        problem = _zip_problem(source)
+        if problem:
+            return problem
+    with tempfile.TemporaryDirectory(prefix="distgpu-check-") as folder:
+        notes = stage(source, files, Path(folder))
+        taken = sorted(p.name for p in Path(folder).iterdir())
+    if taken:
+        return None
+    fatal = [n for n in notes if "nothing was graded" in n or n.startswith("refused")]
+    if fatal:
+        return fatal[0].replace(f"{source} ", "").removesuffix(": nothing was graded")
+    return f"none of the exercise's files ({', '.join(files)}) is in it; it holds {_contents(source)}"
+
+
+def _zip_problem(source: Path) -> str | None:
+    """An empty archive, or a member whose path escapes it (path traversal): the whole upload is suspect."""
+    try:
+        with zipfile.ZipFile(source) as archive:
+            names = [info.filename for info in archive.infolist()]
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as exc:
+        return f"the archive is corrupt ({exc})"
+    if not names:
+        return "the archive is empty"
+    escaping = [name for name in names if _escapes(name)]
+    if escaping:
+        return f"the archive's member {escaping[0]!r} escapes the submission (path traversal)"
+    return None
+
+
+def _escapes(member: str) -> bool:
+    """An absolute path, a '..' or a drive letter: extracting it naively would write outside the folder."""
+    raw = member.replace("\\", "/")
+    parts = PurePosixPath(raw).parts
+    return raw.startswith("/") or ".." in parts or bool(parts and ":" in parts[0])
+
+
+def _contents(source: Path, shown: int = 3) -> str:
+    """'README.md, notes.txt' (and 'N more'): what the submission holds instead."""
+    if source.is_dir():
+        names = sorted(p.name for p in source.iterdir() if p.name != "timestamp.txt")
+    else:
+        with zipfile.ZipFile(source) as archive:
+            names = sorted(info.filename for info in archive.infolist() if not info.is_dir())
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (", ".join(names[:shown]) + more) or "only folders"
 
 
 def _from_folder(source: Path, files: tuple[str, ...], dest: Path) -> tuple[set[str], list[str]]:
@@ -95,7 +162,7 @@ def _member(info: zipfile.ZipInfo, files: tuple[str, ...]) -> tuple[str | None, 
     raw = info.filename.replace("\\", "/")
     parts = PurePosixPath(raw).parts
     name = parts[-1] if parts else ""
-    if raw.startswith("/") or ".." in parts or (parts and ":" in parts[0]):
+    if _escapes(info.filename):
         return None, "the path escapes the submission"
     if (info.external_attr >> 28) == 0o12:  # S_IFLNK in the high bits of a Unix member's mode
         return None, "symbolic links are not allowed"

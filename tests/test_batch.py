@@ -55,9 +55,7 @@ def test_batch_grades_resumes_regrades_and_exports(
         "dave": ("0", "invalid"),
     }
     bob = json.loads((out / "results" / "bob.json").read_text())
-    assert bob["score"] == 2 and bob["tests"][0]["output"].startswith(
-        "[01.allreduce rank 0/2] wrong tensor"
-    )
+    assert bob["score"] == 2 and bob["tests"][0]["output"].startswith("[01.allreduce rank 0/2] wrong tensor")
     carol = json.loads((out / "records" / "carol.json").read_text())["result"]["notes"]
     assert carol == ["the archive is corrupt (not a zip file)"]
     assert (out / "histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

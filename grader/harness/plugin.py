@@ -96,6 +96,10 @@ class GradingPlugin:
         """Name world sizes the same way everywhere: ``test_sum[4ranks]``."""
         return f"{val}ranks" if argname == "world" else None
 
+    def pytest_internalerror(self, excrepr: object) -> None:
+        """A crash of pytest or of this plugin: a grader bug, never a score of 0 / 0."""
+        self.errors.append(f"internal error while grading:\n{str(excrepr)[-3000:]}")
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A suite that does not import is a course bug."""
         if report.failed:

@@ -155,9 +155,11 @@ class LocalRunner:
             "ignore",
         ]
         try:
-            pytest.main(args, plugins=[plugin])
+            code = pytest.main(args, plugins=[plugin])
         finally:
             pools.close()
+        if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not plugin.errors:
+            plugin.errors.append(f"pytest ended with {code!r} after {len(plugin.results)} test(s)")
         return plugin
 
     def _sandbox(self, impl_dir: Path, programs_dir: Path, scratch: Path) -> sandbox.Sandbox | None:
