@@ -2,7 +2,7 @@
 Public self-checks: `grade exercise 21` runs them.
 
 Each check compares your modules with a figure someone published or with a rule from the README, not with the
-reference solution. The hidden suite checks the estimators exactly, and judges the plans of six clusters with
+reference solution. The hidden suite checks the estimators exactly, and judges seven plans with
 the reference's estimators: fit, TP inside NVLink, DP and PP on the slow links, no listed alternative more
 than 2% faster, true reasons.
 """
@@ -45,6 +45,7 @@ def plan(tp: int, pp: int, dp: int, zero: int, recompute: str, mbs: int, batch: 
 
 
 @pytest.mark.part("21.fit_check")
+@pytest.mark.concept("states_against_usable_memory")
 def test_70b_needs_16_h100s_for_its_states(world: World) -> None:
     # Ultra-Scale Playbook: 16 bytes per parameter, 70B -> 1120 GB; Llama-3 70B's 70.55B -> 1128.9 GB,
     # which needs 16 H100s at 72 GB usable each
@@ -55,6 +56,7 @@ def test_70b_needs_16_h100s_for_its_states(world: World) -> None:
 
 
 @pytest.mark.part("21.layouts")
+@pytest.mark.concept("tp_within_nvlink")
 def test_no_tp_without_nvlink(world: World) -> None:
     got = run(world, "planner", "layouts", MODELS["llama3_8b"], Cluster("rtx4090_pcie_8x", 2), 512)
     assert isinstance(got, list) and got, f"layouts returned {got!r}"
@@ -63,6 +65,7 @@ def test_no_tp_without_nvlink(world: World) -> None:
 
 
 @pytest.mark.part("21.memory")
+@pytest.mark.concept("stage_states")
 def test_70b_tp8_pp4_states(world: World) -> None:
     # ground-truth.md §12: TP 8 x PP 4 without ZeRO holds 16 x 70.55B / 32 = 35.3 GB of states per GPU
     got = run(world, "estimate", "memory_per_gpu", MODELS["llama3_70b"], Cluster("dgx_h100", 4),
@@ -71,6 +74,7 @@ def test_70b_tp8_pp4_states(world: World) -> None:
 
 
 @pytest.mark.part("21.step_time")
+@pytest.mark.concept("compute_at_mfu")
 def test_8b_compute_at_40_percent_mfu(world: World) -> None:
     # ground-truth.md §12: 6 N T for 4M tokens on 8 H100s at 40% MFU = 63.85 s. 0.1%: rounded.
     got = run(world, "estimate", "step_time", MODELS["llama3_8b"], Cluster("dgx_h100", 1),
@@ -79,6 +83,7 @@ def test_8b_compute_at_40_percent_mfu(world: World) -> None:
 
 
 @pytest.mark.part("21.plan")
+@pytest.mark.concept("plan_fits")
 def test_8b_on_8_h100s(world: World) -> None:
     got = run(world, "planner", "plan", MODELS["llama3_8b"], Cluster("dgx_h100", 1), 1024, 4096)
     assert isinstance(got, dict) and got.get("feasible") is True, f"plan returned {got!r}"
@@ -89,6 +94,7 @@ def test_8b_on_8_h100s(world: World) -> None:
 
 
 @pytest.mark.part("21.plan")
+@pytest.mark.concept("plan_fits")
 def test_deepseek_v3_does_not_fit_one_node(world: World) -> None:
     got = run(world, "planner", "plan", MODELS["deepseek_v3"], Cluster("dgx_h100", 1), 256, 4096)
     assert got == {"feasible": False, "reasons": {"fit": "memory"}}, f"plan returned {got!r}"

@@ -61,20 +61,14 @@ def near(got: Any, published: float, rel: float, what: str) -> None:
 
 
 @pytest.mark.part("22.parameters")
-@pytest.mark.concept(
-    "a transformer's parameter count is embeddings + layers * (attention + MLP + norms) + final norm + "
-    "output head (counted again when it is not tied)"
-)
+@pytest.mark.concept("dense_block_matrices")
 def test_llama3_8b_is_8_03b(world: World) -> None:
     # Hugging Face model page of Meta-Llama-3-8B: "8.03B params". 1%: the figure is rounded.
     near(call_cfg(world, "llama_params", "LlamaConfig", LLAMA3_8B), 8.03e9, 0.01, "Llama-3 8B parameters")
 
 
 @pytest.mark.part("22.parameters")
-@pytest.mark.concept(
-    "DeepSeek-V3 has 671B parameters in total and about 37B active per token: MoE layers dominate the "
-    "total, not the compute"
-)
+@pytest.mark.concept("moe_total_vs_active")
 def test_deepseek_v3_is_671b_with_37b_active(world: World) -> None:
     # arXiv 2412.19437: "671B total parameters with 37B activated for each token". 1% on the total (rounded);
     # 3% on active, where the sources disagree (36.7B in the repo's README_WEIGHTS.md).
@@ -86,10 +80,7 @@ def test_deepseek_v3_is_671b_with_37b_active(world: World) -> None:
 
 
 @pytest.mark.part("22.training_state")
-@pytest.mark.concept(
-    "the ZeRO paper's Figure 1: 7.5B parameters on 64 GPUs need 120 GB per GPU unsharded, 31.4 GB with "
-    "stage 1, 16.6 GB with stage 2 and 1.9 GB with stage 3"
-)
+@pytest.mark.concept("zero_sharding")
 def test_zero_paper_figure_1(world: World) -> None:
     # Rajbhandari et al. 2020, Fig. 1: 7.5B parameters on 64 GPUs, K = 12 -> 120 GB (DDP), 31.4 (ZeRO-1),
     # 16.6 (ZeRO-2), 1.9 GB (ZeRO-3) per GPU, GB = 1e9 bytes. 0.05 GB: the figure rounds to 0.1 GB.
@@ -104,10 +95,7 @@ def test_zero_paper_figure_1(world: World) -> None:
 
 
 @pytest.mark.part("22.activations")
-@pytest.mark.concept(
-    "selective recomputation drops the attention's 5*a*s/h term (softmax, dropout, scores), which on "
-    "GPT-3 is about 70% of the activation memory"
-)
+@pytest.mark.concept("selective_recompute")
 def test_selective_recomputation_saves_70_percent_on_gpt3(world: World) -> None:
     # Korthikanti et al. 2022, quoted by the Ultra-Scale Playbook: on GPT-3 175B (s 2048, h 12288, 96 heads)
     # selective recomputation cuts activation memory by 70%. Here with TP 8 and sequence parallelism.
@@ -128,10 +116,7 @@ def test_selective_recomputation_saves_70_percent_on_gpt3(world: World) -> None:
 
 
 @pytest.mark.part("22.kv_cache")
-@pytest.mark.concept(
-    "the KV cache stores K and V for every layer: 2 * n_layers * n_kv_heads * head_dim * bytes per "
-    "element, per token"
-)
+@pytest.mark.concept("kv_per_token")
 def test_llama3_kv_bytes_per_token(world: World) -> None:
     # 2 (K, V) x 32 layers x 8 KV heads x 128 head_dim x 2 bytes (bf16) = 131072 bytes per token, exactly
     near(
@@ -143,10 +128,7 @@ def test_llama3_kv_bytes_per_token(world: World) -> None:
 
 
 @pytest.mark.part("22.kv_cache")
-@pytest.mark.concept(
-    "Llama-3 70B's KV cache for 128k tokens is about 40 GB (Mooncake): 2 * 80 layers * 8 KV heads * 128 *"
-    " 2 bytes per token"
-)
+@pytest.mark.concept("kv_per_token")
 def test_mooncake_40_gb_for_128k_tokens_of_llama3_70b(world: World) -> None:
     # Mooncake's README: a 40 GB transfer is about the KV cache of 128k tokens of LLaMA3-70B. Exactly 40 GiB.
     got = call_cfg(world, "kv_cache_bytes", "LlamaConfig", LLAMA3_70B, seq_len=131072, batch=1)

@@ -92,9 +92,7 @@ def moe_params(world: World, cfg: Any) -> dict[str, Any]:
 
 @pytest.mark.part("22.parameters")
 class TestParameters:
-    @pytest.mark.concept(
-        "a SwiGLU MLP has three matrices (gate, up, down), each dim x ffn_dim: 3 * dim * ffn_dim parameters"
-    )
+    @pytest.mark.concept("dense_block_matrices")
     def test_swiglu_has_three_matrices(self, world: World, reference) -> None:
         for dim, ffn in [(4096, 14336), (8192, 28672), (7168, 2048), (12, 7)]:
             expected = reference("memory").swiglu_mlp_params(dim, ffn)
@@ -102,10 +100,7 @@ class TestParameters:
                 call(world, "swiglu_mlp_params", dim, ffn), expected, what=f"swiglu_mlp_params({dim}, {ffn})"
             )
 
-    @pytest.mark.concept(
-        "with grouped-query attention, K and V have n_kv_heads heads, not n_heads: the K and V "
-        "projections are dim x (n_kv_heads * head_dim)"
-    )
+    @pytest.mark.concept("dense_block_matrices")
     def test_gqa_attention(self, world: World, reference) -> None:
         ref = reference("memory")
         for name in ("LLAMA3_8B", "LLAMA3_70B"):
@@ -116,19 +111,13 @@ class TestParameters:
                 what=f"gqa_attention_params({name})",
             )
 
-    @pytest.mark.concept(
-        "multi-head attention (n_kv_heads = n_heads) has four dim x dim matrices: Q, K, V and the output "
-        "projection"
-    )
+    @pytest.mark.concept("dense_block_matrices")
     def test_mha_attention_is_four_square_matrices(self, world: World, reference) -> None:
         # with n_kv_heads == n_heads, GQA is plain multi-head attention: wq, wk, wv, wo all dim x dim
         mha = variant(reference("memory").LLAMA3_8B, n_kv_heads=32)
         check(call_cfg(world, "gqa_attention_params", mha), 4 * 4096 * 4096, what="attention params with MHA")
 
-    @pytest.mark.concept(
-        "a transformer's parameter count is embeddings + layers * (attention + MLP + norms) + final norm "
-        "+ output head (counted again when it is not tied)"
-    )
+    @pytest.mark.concept("dense_block_matrices")
     def test_llama_totals_match_reference(self, world: World, reference) -> None:
         ref = reference("memory")
         configs = {
@@ -147,10 +136,7 @@ class TestParameters:
         for name, cfg in configs.items():
             check(call_cfg(world, "llama_params", cfg), ref.llama_params(cfg), what=f"llama_params({name})")
 
-    @pytest.mark.concept(
-        "a parameter count is checked against the published totals (Llama-3 8B and 70B) within 1-3%: "
-        "conventions differ, whole matrices do not"
-    )
+    @pytest.mark.concept("dense_block_matrices")
     def test_llama3_published_totals(self, world: World, reference) -> None:
         ref = reference("memory")
         # 1%: the published figures are rounded to 3 significant digits, and norm weights are 0.003% either
@@ -168,10 +154,7 @@ class TestParameters:
             what="llama_params(LLAMA3_70B) against the published 70.6B",
         )
 
-    @pytest.mark.concept(
-        "tied embeddings share one matrix between input embedding and output head: count it once; untied "
-        "(Llama-3) counts it twice"
-    )
+    @pytest.mark.concept("embeddings_and_head")
     def test_tied_embeddings_count_once(self, world: World, reference) -> None:
         cfg = reference("memory").LLAMA3_8B
         untied = number(call_cfg(world, "llama_params", cfg), "llama_params(LLAMA3_8B)")
@@ -184,10 +167,7 @@ class TestParameters:
             what="untied minus tied Llama-3 8B (one vocab x dim head)",
         )
 
-    @pytest.mark.concept(
-        "multi-head latent attention compresses K/V into a low-rank latent plus one shared RoPE key per "
-        "token: count the down- and up-projections and that shared key"
-    )
+    @pytest.mark.concept("mla_projections")
     def test_mla_attention(self, world: World, reference) -> None:
         ref = reference("memory")
         for cfg in (
@@ -200,20 +180,14 @@ class TestParameters:
                 what=f"mla_attention_params, n_heads={cfg.n_heads}, qk_rope_head_dim={cfg.qk_rope_head_dim}",
             )
 
-    @pytest.mark.concept(
-        "an MoE's total counts every expert; its active count per token counts only the routed top-k plus"
-        " the shared experts"
-    )
+    @pytest.mark.concept("moe_total_vs_active")
     def test_deepseek_v3_matches_reference(self, world: World, reference) -> None:
         ref = reference("memory")
         got, expected = moe_params(world, ref.DEEPSEEK_V3), ref.deepseek_v3_params(ref.DEEPSEEK_V3)
         for key in ("total", "active"):
             check(got[key], expected[key], what=f"deepseek_v3_params(DEEPSEEK_V3)[{key!r}]")
 
-    @pytest.mark.concept(
-        "DeepSeek-V3 has 671B parameters in total and about 37B active per token: MoE layers dominate the"
-        " total, not the compute"
-    )
+    @pytest.mark.concept("moe_total_vs_active")
     def test_deepseek_v3_published(self, world: World, reference) -> None:
         got = moe_params(world, reference("memory").DEEPSEEK_V3)
         # 1%: "671B" is rounded; the config gives 671.03B
@@ -232,10 +206,7 @@ class TestParameters:
             what="DeepSeek-V3 active parameters against the paper's 37B (shared expert + top-8 routed)",
         )
 
-    @pytest.mark.concept(
-        "DeepSeek-V3's first layers are dense MLPs, not MoE: count them as dense, and the rest with every"
-        " expert (total) or top-k plus shared (active)"
-    )
+    @pytest.mark.concept("moe_total_vs_active")
     def test_dense_layers_and_expert_counts(self, world: World, reference) -> None:
         # change the split between dense and MoE layers and the routing, so each term must come from the
         # config
@@ -273,11 +244,7 @@ def states(world: World, psi: float, **kwargs: Any) -> dict[str, Any]:
 @pytest.mark.part("22.training_state")
 class TestTrainingState:
     @pytest.mark.parametrize("stage", [0, 1, 2, 3])
-    @pytest.mark.concept(
-        "mixed-precision Adam keeps K = 16 bytes per parameter (2 weights + 2 grads + 12 fp32 master, "
-        "momentum, variance); ZeRO stage 1 shards the 12, stage 2 also the grads, stage 3 also the "
-        "weights"
-    )
+    @pytest.mark.concept("zero_sharding")
     def test_llama3_8b_on_8_gpus(self, world: World, reference, stage: int) -> None:
         ref = reference("memory")
         psi = ref.llama_params(ref.LLAMA3_8B)
@@ -286,10 +253,7 @@ class TestTrainingState:
         for key in STATE_KEYS:
             check(got[key], expected[key], what=f"Llama-3 8B, ZeRO-{stage}, DP 8: {key!r}")
 
-    @pytest.mark.concept(
-        "the ZeRO paper's Figure 1: 7.5B parameters on 64 GPUs need 120 GB per GPU unsharded, 31.4 GB "
-        "with stage 1, 16.6 GB with stage 2 and 1.9 GB with stage 3"
-    )
+    @pytest.mark.concept("zero_sharding")
     def test_zero_paper_figure_1(self, world: World) -> None:
         # Rajbhandari et al. 2020, Fig. 1: Ψ = 7.5B, N_d = 64, K = 12 -> 120, 31.4, 16.6, 1.9 GB per device
         # (GB = 1e9 B: 16 x 7.5e9 = 120e9). Tolerance 0.05 GB: the figure rounds to 0.1 GB.
@@ -303,10 +267,7 @@ class TestTrainingState:
                     f"the ZeRO paper's Figure 1 says {published_gb} GB"
                 )
 
-    @pytest.mark.concept(
-        "each ZeRO stage divides exactly its own terms by the data-parallel degree: stage 1 optimizer "
-        "state, stage 2 gradients too, stage 3 weights too"
-    )
+    @pytest.mark.concept("zero_sharding")
     def test_dp_divides_the_right_terms(self, world: World) -> None:
         # stage k shards exactly the first k of (optimizer, grads, params): compare DP 1 with DP 16
         psi, sharded = (
@@ -328,10 +289,7 @@ class TestTrainingState:
                     what=f"ZeRO-{stage}: {key!r} at DP 16 should be {should} {key!r} at DP 1",
                 )
 
-    @pytest.mark.concept(
-        "mixed-precision Adam costs 16 bytes per parameter: 2 (bf16 weights) + 2 (bf16 grads) + 4 + 4 + 4"
-        " (fp32 master copy, momentum, variance)"
-    )
+    @pytest.mark.concept("sixteen_bytes")
     def test_sixteen_bytes_per_parameter(self, world: World) -> None:
         # bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m 4 + Adam v 4 (ZeRO §3.1)
         # The Playbook's table: 1B parameters -> 16 GB
@@ -343,10 +301,7 @@ class TestTrainingState:
                 what=f"DDP, 1B parameters: {key!r} ({per_param} bytes per parameter)",
             )
 
-    @pytest.mark.concept(
-        "a ZeRO shard is a fraction of the bytes (divide, do not floor-divide): memory per GPU need not "
-        "be a whole number of parameters"
-    )
+    @pytest.mark.concept("fractional_shards")
     def test_shards_need_not_be_whole(self, world: World, reference) -> None:
         # 1,000,003 parameters over 7 ranks: a per-GPU byte count is a real number, // loses bytes
         ref = reference("memory")
@@ -356,10 +311,7 @@ class TestTrainingState:
             for key in STATE_KEYS:
                 check(got[key], expected[key], what=f"ZeRO-{stage}, 1,000,003 params, DP 7: {key!r}")
 
-    @pytest.mark.concept(
-        "tensor and pipeline parallelism split the model first (parameters / (t * pp)); ZeRO then shards "
-        "that per-GPU share across data-parallel ranks"
-    )
+    @pytest.mark.concept("split_before_zero")
     def test_tp_and_pp_split_before_zero(self, world: World, reference) -> None:
         ref = reference("memory")
         psi = ref.llama_params(ref.LLAMA3_70B)
@@ -406,20 +358,13 @@ def act(world: World, **kwargs: Any) -> float:
 class TestActivations:
     @pytest.mark.parametrize("shape", list(SHAPES))
     @pytest.mark.parametrize("row", list(ROWS))
-    @pytest.mark.concept(
-        "Korthikanti et al. Table 2 gives activation bytes per layer as s*b*h*(34 + 5*a*s/h) without "
-        "parallelism, divided by t where tensor/sequence parallelism shards them, reduced by "
-        "recomputation"
-    )
+    @pytest.mark.concept("table2_regions")
     def test_table_2_row(self, world: World, reference, shape: str, row: str) -> None:
         kwargs = SHAPES[shape] | ROWS[row]
         expected = reference("memory").activation_bytes_per_layer(**kwargs)
         check(act(world, **kwargs), expected, what=f"activation bytes per layer, {row}, {shape}")
 
-    @pytest.mark.concept(
-        "without parallelism or recomputation a transformer layer stores s*b*h*(34 + 5*a*s/h) bytes of "
-        "activations (Korthikanti et al.)"
-    )
+    @pytest.mark.concept("table2_regions")
     def test_no_parallelism(self, world: World) -> None:
         # Korthikanti eq. 1 / Playbook m_act: sbh(34 + 5as/h); s = h = 4096, a = 32, b = 1 -> 3.2548 GB
         s, b, h, a = 4096, 1, 4096, 32
@@ -428,10 +373,7 @@ class TestActivations:
             act(world, seq_len=s, micro_batch=b, hidden=h, n_heads=a), expected, what="sbh(34 + 5as/h), t = 1"
         )
 
-    @pytest.mark.concept(
-        "sequence parallelism shards the LayerNorm and dropout activations too, so with TP + SP every "
-        "term of a layer's activations is divided by t"
-    )
+    @pytest.mark.concept("sequence_parallel_shards")
     def test_sequence_parallel_divides_everything_by_t(self, world: World) -> None:
         # Table 2: TP + SP stores sbh(34/t + 5as/(ht)), exactly 1/t of the unparallelized layer
         base = dict(seq_len=2048, micro_batch=1, hidden=12288, n_heads=96)
@@ -443,10 +385,7 @@ class TestActivations:
                 what=f"TP + SP at t = {t}, times t, against t = 1",
             )
 
-    @pytest.mark.concept(
-        "full recomputation keeps only each layer's input, 2*s*b*h bytes, and recomputes everything else "
-        "in backward"
-    )
+    @pytest.mark.concept("full_recompute")
     def test_full_recomputation_keeps_only_the_input(self, world: World) -> None:
         # Table 2 / §5: full recomputation stores the 2-byte layer input, 2sbh, and the paper does not divide
         # it by t
@@ -454,10 +393,7 @@ class TestActivations:
         for t in (1, 8):
             check(act(world, **base, tp_degree=t), 2 * 4096 * 2 * 8192, what=f"full recomputation at t = {t}")
 
-    @pytest.mark.concept(
-        "selective recomputation drops the attention's 5*a*s/h term (softmax, dropout, scores), which on "
-        "GPT-3 is about 70% of the activation memory"
-    )
+    @pytest.mark.concept("selective_recompute")
     def test_selective_saves_70_percent_on_gpt3(self, world: World) -> None:
         # Korthikanti et al. (as quoted by the Ultra-Scale Playbook): for GPT-3 175B selective recomputation
         # gives "a 70% activation memory reduction": 5as/h = 80 of 34 + 80. Tolerance 0.5 points: the 70% is
@@ -471,9 +407,7 @@ class TestActivations:
                 f"selective recomputation on GPT-3 175B saves {saved:.1%}; Korthikanti et al. report 70%"
             )
 
-    @pytest.mark.concept(
-        "sequence parallelism only exists with tensor parallelism: with t = 1 it changes nothing"
-    )
+    @pytest.mark.concept("sequence_parallel_shards")
     def test_sequence_parallel_alone_changes_nothing(self, world: World) -> None:
         base = dict(seq_len=1024, micro_batch=3, hidden=2048, n_heads=16, tp_degree=1)
         for recompute in ("none", "selective"):
@@ -494,10 +428,7 @@ def kv(world: World, cfg: Any, **kwargs: Any) -> float:
 
 @pytest.mark.part("22.kv_cache")
 class TestKVCache:
-    @pytest.mark.concept(
-        "the KV cache stores K and V for every layer: 2 * n_layers * n_kv_heads * head_dim * bytes per "
-        "element, per token"
-    )
+    @pytest.mark.concept("kv_per_token")
     def test_llama3_bytes_per_token(self, world: World, reference) -> None:
         # 2 x 32 layers x 8 KV heads x 128 x 2 B = 131072 B (8B); 2 x 80 x 8 x 128 x 2 = 327680 B (70B)
         # (ground-truth.md §9, the same per-token figures as frankdenneman.nl and torchedup.dev)
@@ -511,26 +442,21 @@ class TestKVCache:
             what="Llama-3 70B KV bytes per token (bf16)",
         )
 
-    @pytest.mark.concept(
-        "Llama-3 70B's KV cache for 128k tokens is about 40 GB (Mooncake): 2 * 80 layers * 8 KV heads * "
-        "128 * 2 bytes per token"
-    )
+    @pytest.mark.concept("kv_per_token")
     def test_mooncake_128k_tokens_of_llama3_70b(self, world: World, reference) -> None:
         # Mooncake README: a 40 GB transfer is about the KV cache of 128k tokens of LLaMA3-70B. Exactly: 40
         # GiB.
         got = kv(world, reference("memory").LLAMA3_70B, seq_len=128 * 1024, batch=1)
         check(got, 40 * 2**30, what="Llama-3 70B, 131072 tokens: 40 GiB = 42.9 GB")
 
-    @pytest.mark.concept(
-        "grouped-query attention shrinks the KV cache by n_heads / n_kv_heads: only the KV heads are cached"
-    )
+    @pytest.mark.concept("gqa_cache")
     def test_gqa_against_mha(self, world: World, reference) -> None:
         ref = reference("memory")
         gqa = kv(world, ref.LLAMA3_8B, seq_len=8192, batch=4)
         mha = kv(world, variant(ref.LLAMA3_8B, n_kv_heads=32), seq_len=8192, batch=4)
         check(mha, 4 * gqa, what="KV cache with 32 KV heads (MHA) against 8 (GQA)")
 
-    @pytest.mark.concept("the KV cache grows linearly in tokens, batch size and bytes per element")
+    @pytest.mark.concept("kv_per_token")
     def test_sequences_batches_dtypes(self, world: World, reference) -> None:
         ref = reference("memory")
         for seq, batch, nbytes in [(8192, 1, 2), (4096, 16, 1), (1000, 3, 4), (131072, 2, 2)]:
@@ -542,9 +468,7 @@ class TestKVCache:
                     what=f"{name}, seq_len={seq}, batch={batch}, bytes_per_elem={nbytes}",
                 )
 
-    @pytest.mark.concept(
-        "tensor parallelism splits the KV heads across t ranks, but never below one KV head per rank"
-    )
+    @pytest.mark.concept("tp_kv_replicas")
     def test_tensor_parallel_splits_heads_down_to_one(self, world: World, reference) -> None:
         # vLLM LlamaAttention: num_kv_heads = max(1, total_num_kv_heads // tp_size): past 8 GPUs heads
         # replicate
@@ -559,10 +483,7 @@ class TestKVCache:
                 what=f"Llama-3 70B KV per GPU at TP {t}",
             )
 
-    @pytest.mark.concept(
-        "MLA caches the compressed latent (kv_lora_rank) plus the shared RoPE key (qk_rope_head_dim) per "
-        "layer and token, not per-head K and V"
-    )
+    @pytest.mark.concept("mla_latent_cache")
     def test_mla_bytes_per_token(self, world: World, reference) -> None:
         # DeepSeek-V2 Table 1: (d_c + d_h^R) l elements per token = 576 x 61 layers x 2 B = 70272 B
         cfg = reference("memory").DEEPSEEK_V3
@@ -572,10 +493,7 @@ class TestKVCache:
             what="DeepSeek-V3 MLA bytes/token",
         )
 
-    @pytest.mark.concept(
-        "DeepSeek-V3's MLA cache (512 + 64 per layer and token) equals a GQA cache with 2.25 KV heads of "
-        "128: that is its saving"
-    )
+    @pytest.mark.concept("mla_latent_cache")
     def test_mla_is_gqa_with_2_25_groups(self, world: World, reference) -> None:
         # DeepSeek-V2 §2.1.4: with d_c = 4 d_h and d_h^R = d_h / 2, MLA caches as much as GQA with 2.25
         # groups, i.e. 2 x 2.25 x d_h elements per layer per token (d_h = 128)
@@ -584,9 +502,7 @@ class TestKVCache:
         got = call_cfg(world, "mla_kv_cache_bytes", one_layer, seq_len=1, batch=1, bytes_per_elem=1)
         check(got, 2 * 2.25 * 128, what="MLA elements per layer per token, as GQA groups x 2 x d_h")
 
-    @pytest.mark.concept(
-        "MLA's cache size is the latent plus the RoPE key, times layers, tokens, batch and bytes per element"
-    )
+    @pytest.mark.concept("mla_latent_cache")
     def test_mla_matches_reference(self, world: World, reference) -> None:
         ref = reference("memory")
         for cfg in (
