@@ -27,15 +27,22 @@ def collect_tests(path: Path) -> list[tuple[str, object]]:
     found = []
     for name, value in vars(module).items():
         if name.startswith("test_") and inspect.isfunction(value):
-            found.append((name, getattr(value, "pytestmark", [])))
+            found += with_param_marks(name, getattr(value, "pytestmark", []))
         elif name.startswith("Test") and inspect.isclass(value):
             marks = getattr(value, "pytestmark", [])
-            found += [
-                (f"{name}.{n}", marks + getattr(f, "pytestmark", []))
-                for n, f in vars(value).items()
-                if n.startswith("test_")
-            ]
+            for n, f in vars(value).items():
+                if n.startswith("test_"):
+                    found += with_param_marks(f"{name}.{n}", marks + getattr(f, "pytestmark", []))
     return found
+
+
+def with_param_marks(name: str, marks: list) -> list[tuple[str, list]]:
+    """One entry per ``pytest.param`` with marks of its own (a part or a concept per case), else one."""
+    params = [p for m in marks if m.name == "parametrize" for p in m.args[1] if getattr(p, "marks", ())]
+    own = [m for m in marks if m.name != "parametrize"]
+    if not params:
+        return [(name, own)]
+    return [(f"{name}[{p.id or i}]", own + list(p.marks)) for i, p in enumerate(params)]
 
 
 def marked(marks: list, kind: str) -> list[str]:
