@@ -52,8 +52,42 @@ def check(res: Any, p: int, got: dict[str, Any], want: dict[str, torch.Tensor], 
         )
 
 
-def check_all(results: list, expect: list[dict[str, Any]]) -> None:
-    """expect[r]: out, x_grad, grads {name: tensor}, shapes {name: shape}, all_reduces {phase: n}."""
+# Each concept reads only the facts that its misunderstanding changes, so that one bug costs one concept
+# where the layer allows it: expect[r] holds out, x_grad, grads {name: tensor}, shapes {name: shape} and
+# all_reduces {phase: n}; `only` picks the names of `grads` that a check compares.
+
+
+def check_values(
+    results: list, expect: list[dict[str, Any]], *, out: bool = True, x_grad: bool = True, only=None
+) -> None:
+    """The output, the input gradient and the parameter gradients (or those named in `only`)."""
+    p = len(results)
+    for res, want in zip(results, expect, strict=True):
+        v = res.value
+        got = {"output": v["out"], "input gradient": v["x_grad"]}
+        expected = {"output": want["out"]} if out else {}
+        expected |= {"input gradient": want["x_grad"]} if x_grad else {}
+        check(res, p, got, expected, "")
+        grads = want["grads"] if only is None else {n: want["grads"][n] for n in only}
+        check(res, p, v["grads"], grads, "gradient of ")
+
+
+def check_comm(results: list, expect: list[dict[str, Any]]) -> None:
+    """The dist.all_reduce calls in forward and in backward, and no other collective."""
+    p = len(results)
+    for res, want in zip(results, expect, strict=True):
+        assert res.value["all_reduces"] == want["all_reduces"], (
+            f"rank {res.rank}/{p}: dist.all_reduce calls {res.value['all_reduces']}, expected "
+            f"{want['all_reduces']} (f: none forward, one backward; g: one forward, none backward)"
+        )
+        assert set(res.comm.collectives) <= {"all_reduce"}, (
+            f"rank {res.rank}/{p} called {sorted(set(res.comm.collectives))}: Megatron TP needs only "
+            "all-reduce"
+        )
+
+
+def check_structure(results: list, expect: list[dict[str, Any]]) -> None:
+    """No plain nn.Linear inside, and every parameter's local shape (1/R of each split weight)."""
     p = len(results)
     for res, want in zip(results, expect, strict=True):
         v = res.value
@@ -65,22 +99,6 @@ def check_all(results: list, expect: list[dict[str, Any]]) -> None:
             f"rank {res.rank}/{p}: local parameter shapes {v['shapes']}, expected {want['shapes']}: each "
             f"rank holds 1/R of every split weight (R = {p})"
         )
-        check(
-            res,
-            p,
-            {"output": v["out"], "input gradient": v["x_grad"]},
-            {"output": want["out"], "input gradient": want["x_grad"]},
-            "",
-        )
-        check(res, p, v["grads"], want["grads"], "gradient of ")
-        assert v["all_reduces"] == want["all_reduces"], (
-            f"rank {res.rank}/{p}: dist.all_reduce calls {v['all_reduces']}, expected {want['all_reduces']} "
-            "(f: none forward, one backward; g: one forward, none backward)"
-        )
-        assert set(res.comm.collectives) <= {"all_reduce"}, (
-            f"rank {res.rank}/{p} called {sorted(set(res.comm.collectives))}: Megatron TP needs only "
-            "all-reduce"
-        )
 
 
 def shard(t: torch.Tensor, p: int, r: int, dim: int) -> torch.Tensor:
@@ -91,7 +109,7 @@ def shard(t: torch.Tensor, p: int, r: int, dim: int) -> torch.Tensor:
 # 10.column_parallel
 
 
-def column_case(world: World, x: torch.Tensor, with_bias: bool, seed: int) -> None:
+def column_case(world: World, x: torch.Tensor, with_bias: bool, seed: int) -> tuple[list, list[dict]]:
     p = world.size
     w, b, x_ref = leaves(rand(8, x.shape[-1], seed=seed), rand(8, seed=seed + 1), x)
     y = F.linear(x_ref, w, b if with_bias else None)
@@ -115,24 +133,45 @@ def column_case(world: World, x: torch.Tensor, with_bias: bool, seed: int) -> No
                 all_reduces={"forward": 0, "backward": 1},
             )
         )
-    check_all(world.run("rank_programs:column", inputs=inputs), expect)
+    return world.run("rank_programs:column", inputs=inputs), expect
+
+
+COLUMN_CASES = [  # (x, with_bias, seed): a 3-D input with a bias, a 2-D input without one
+    (rand(B, S, 6, seed=1), True, 10),
+    (rand(5, 6, seed=2), False, 20),
+]
 
 
 @pytest.mark.part("10.column_parallel")
+@pytest.mark.concept("column_output_shards")
 def test_column_forward_and_grad_shards(world: World) -> None:
-    column_case(world, rand(B, S, 6, seed=1), with_bias=True, seed=10)
+    results, expect = column_case(world, *COLUMN_CASES[0])
+    check_structure(results, expect)
+    check_values(results, expect, x_grad=False)  # the input gradient is f's, graded below
 
 
 @pytest.mark.part("10.column_parallel")
+@pytest.mark.concept("column_output_shards")
 def test_column_no_bias_2d_input(world: World) -> None:
-    column_case(world, rand(5, 6, seed=2), with_bias=False, seed=20)
+    results, expect = column_case(world, *COLUMN_CASES[1])
+    check_structure(results, expect)
+    check_values(results, expect, x_grad=False)
+
+
+@pytest.mark.part("10.column_parallel")
+@pytest.mark.concept("f_sums_input_grad")
+def test_column_input_grad_summed_in_backward(world: World) -> None:
+    for case in COLUMN_CASES:
+        results, expect = column_case(world, *case)
+        check_values(results, expect, out=False, only=[])  # the input gradient alone
+        check_comm(results, expect)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # 10.row_parallel
 
 
-def row_case(world: World, x: torch.Tensor, with_bias: bool, seed: int) -> None:
+def row_case(world: World, x: torch.Tensor, with_bias: bool, seed: int) -> tuple[list, list[dict]]:
     p = world.size
     w, b, x_ref = leaves(rand(6, x.shape[-1], seed=seed), rand(6, seed=seed + 1, scale=3.0), x)
     y = F.linear(x_ref, w, b if with_bias else None)
@@ -156,24 +195,49 @@ def row_case(world: World, x: torch.Tensor, with_bias: bool, seed: int) -> None:
                 all_reduces={"forward": 1, "backward": 0},
             )
         )
-    check_all(world.run("rank_programs:row", inputs=inputs), expect)
+    return world.run("rank_programs:row", inputs=inputs), expect
+
+
+ROW_NO_BIAS = [(rand(B, S, 8, seed=3), 30), (rand(4, 8, seed=4), 40)]  # (x, seed): 3-D and 2-D inputs
 
 
 @pytest.mark.part("10.row_parallel")
-def test_row_forward_and_grad_shards(world: World) -> None:
-    row_case(world, rand(B, S, 8, seed=3), with_bias=True, seed=30)  # a large bias: R * b shows
+@pytest.mark.concept("g_sums_partial_products")
+def test_row_output_is_the_summed_partials(world: World) -> None:
+    for x, seed in ROW_NO_BIAS:  # no bias: where a bias goes is graded on its own below
+        results, expect = row_case(world, x, with_bias=False, seed=seed)
+        check_values(results, expect)
+        check_comm(results, expect)
 
 
 @pytest.mark.part("10.row_parallel")
-def test_row_no_bias_2d_input(world: World) -> None:
-    row_case(world, rand(4, 8, seed=4), with_bias=False, seed=40)
+@pytest.mark.concept("row_input_shards")
+def test_row_weight_and_input_grad_slices(world: World) -> None:
+    for x, seed in ROW_NO_BIAS:
+        results, expect = row_case(world, x, with_bias=False, seed=seed)
+        check_structure(results, expect)
+        check_values(results, expect, out=False)  # this rank's weight and input-gradient slices
+
+
+@pytest.mark.part("10.row_parallel")
+@pytest.mark.concept("row_bias_once")
+def test_row_bias_added_once(world: World) -> None:
+    results, expect = row_case(
+        world, rand(B, S, 8, seed=3), with_bias=True, seed=30
+    )  # a large bias: R*b shows
+    for res in results:
+        shape = res.value["shapes"].get("bias")
+        assert shape == [6], (
+            f"rank {res.rank}: bias of shape {shape}, expected [6]: whole on every rank, not split"
+        )
+    check_values(results, expect, x_grad=False, only=["bias"])
 
 
 # ---------------------------------------------------------------------------------------------------------
 # 10.mlp
 
 
-def mlp_case(world: World, hidden: int, ffn: int, seed: int) -> list:
+def mlp_case(world: World, hidden: int, ffn: int, seed: int) -> tuple[list, list[dict]]:
     p = world.size
     x = rand(B, S, hidden, seed=seed, scale=1.5)  # big enough that GELU is far from linear
     w_up, b_up, w_down, b_down, x_ref = leaves(
@@ -204,19 +268,27 @@ def mlp_case(world: World, hidden: int, ffn: int, seed: int) -> list:
                 all_reduces={"forward": 1, "backward": 1},
             )
         )
-    results = world.run("rank_programs:mlp", inputs=dict(weights=weights, x=x, grad_out=grad_out))
-    check_all(results, expect)
-    return results
+    return world.run("rank_programs:mlp", inputs=dict(weights=weights, x=x, grad_out=grad_out)), expect
 
 
 @pytest.mark.part("10.mlp")
+@pytest.mark.concept("mlp_gelu_per_shard")
 def test_mlp_forward_and_grad_shards(world: World) -> None:
-    mlp_case(world, hidden=8, ffn=16, seed=50)
+    check_values(*mlp_case(world, hidden=8, ffn=16, seed=50))
 
 
 @pytest.mark.part("10.mlp")
+@pytest.mark.concept("mlp_one_all_reduce_each_way")
+def test_mlp_all_reduce_counts(world: World) -> None:
+    check_comm(*mlp_case(world, hidden=8, ffn=16, seed=50))
+
+
+@pytest.mark.part("10.mlp")
+@pytest.mark.concept("mlp_sharded_weights")
 def test_mlp_structure(world: World) -> None:
-    for res in mlp_case(world, hidden=4, ffn=8, seed=60):
+    results, expect = mlp_case(world, hidden=4, ffn=8, seed=60)
+    check_structure(results, expect)
+    for res in results:
         assert res.value["kinds"] == {"up_proj": True, "down_proj": True}, (
             f"rank {res.rank}: up_proj must be a ColumnParallelLinear and down_proj a RowParallelLinear, got "
             f"{res.value['kinds']}"
@@ -230,7 +302,9 @@ def test_mlp_structure(world: World) -> None:
 # 10.attention
 
 
-def attention_case(world: World, batch: int, seq: int, hidden: int, num_heads: int, seed: int) -> list:
+def attention_case(
+    world: World, batch: int, seq: int, hidden: int, num_heads: int, seed: int
+) -> tuple[list, list[dict]]:
     p = world.size
     x = rand(batch, seq, hidden, seed=seed, scale=1.0)
     params = leaves(
@@ -259,24 +333,42 @@ def attention_case(world: World, batch: int, seq: int, hidden: int, num_heads: i
             )
         )
     inputs = dict(weights=[t.detach() for t in params[:8]], num_heads=num_heads, x=x, grad_out=grad_out)
-    results = world.run("rank_programs:attention", inputs=inputs)
-    check_all(results, expect)
-    return results
+    return world.run("rank_programs:attention", inputs=inputs), expect
 
 
 @pytest.mark.part("10.attention")
+@pytest.mark.concept("attn_heads_local")
 def test_attention_forward_and_grad_shards(world: World) -> None:
-    attention_case(world, batch=B, seq=S, hidden=8, num_heads=4, seed=70)
+    check_values(*attention_case(world, batch=B, seq=S, hidden=8, num_heads=4, seed=70))
 
 
 @pytest.mark.part("10.attention")
+@pytest.mark.concept("attn_heads_local")
 def test_attention_two_heads_per_rank_longer_sequence(world: World) -> None:
-    attention_case(world, batch=1, seq=5, hidden=16, num_heads=2 * world.size, seed=80)
+    check_values(*attention_case(world, batch=1, seq=5, hidden=16, num_heads=2 * world.size, seed=80))
 
 
 @pytest.mark.part("10.attention")
+@pytest.mark.concept("attn_fused_qkv_rows")
+def test_attention_fused_qkv_rows_one_token(world: World) -> None:
+    # One token attends only to itself: the softmax is 1 whatever the mask, scale or head split, so the
+    # output is out_proj(v) and q and k get zero gradients. What is left to get wrong is which rows of
+    # W_q, W_k and W_v this rank's qkv_proj holds, and which slice of its output is v.
+    check_values(*attention_case(world, batch=3, seq=1, hidden=8, num_heads=world.size, seed=100))
+
+
+@pytest.mark.part("10.attention")
+@pytest.mark.concept("attn_one_all_reduce_each_way")
+def test_attention_all_reduce_counts(world: World) -> None:
+    check_comm(*attention_case(world, batch=B, seq=S, hidden=8, num_heads=4, seed=70))
+
+
+@pytest.mark.part("10.attention")
+@pytest.mark.concept("attn_sharded_weights")
 def test_attention_structure(world: World) -> None:
-    for res in attention_case(world, batch=1, seq=2, hidden=8, num_heads=4, seed=90):
+    results, expect = attention_case(world, batch=1, seq=2, hidden=8, num_heads=4, seed=90)
+    check_structure(results, expect)
+    for res in results:
         assert res.value["kinds"] == {"qkv_proj": True, "out_proj": True}, (
             f"rank {res.rank}: qkv_proj must be a ColumnParallelLinear and out_proj a RowParallelLinear, got "
             f"{res.value['kinds']}"
@@ -284,6 +376,7 @@ def test_attention_structure(world: World) -> None:
 
 
 @pytest.mark.part("10.attention")
+@pytest.mark.concept("attn_heads_must_divide")
 @pytest.mark.parametrize("world", [4], indirect=True)
 def test_attention_heads_must_divide(world: World) -> None:
     for res in world.run("rank_programs:construct_attention", inputs=dict(hidden=12, num_heads=6)):
