@@ -16,13 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from grader import report
 from grader.course import load_course
 from grader.exports import to_prairielearn
+from grader.harness.factory import RankFactory
 from grader.runners import GradeJob, SuiteError
 from grader.submission import why_invalid
 
@@ -46,20 +49,28 @@ def main(argv: list[str] | None = None) -> int:
         reason = why_invalid(args.submission, course.find(args.exercise).files)
         if reason:
             return _write_invalid(reason, args.format, args.out)
-    from grader.runners.local import LocalRunner  # torch: not needed to turn an invalid upload away
-
-    runner = LocalRunner(sandbox_mode="none", run_as_uid=RANK_UID, programs_root=args.programs_root)
-    job = GradeJob(
-        course=course,
-        exercise=course.find(args.exercise),
-        source=args.submission,
-        label=args.label,
-        device=args.device,
-    )
+    exercise = course.find(args.exercise)
+    # The rank factory starts first and imports torch while this process imports it (LocalRunner, below):
+    # the two imports overlap instead of following each other. It is this grading's one factory.
+    factory_dir = tempfile.mkdtemp(prefix="distgpu-factory-")
+    factory = RankFactory(None, Path(factory_dir) / "factory.log", exercise.preload)
+    factory.launch()
     try:
-        payload: dict[str, Any] = {"result": runner.run(job).to_dict()}
-    except SuiteError as exc:
-        payload = {"suite_error": str(exc)}
+        from grader.runners.local import LocalRunner  # torch: not needed to turn an invalid upload away
+
+        runner = LocalRunner(
+            sandbox_mode="none", run_as_uid=RANK_UID, programs_root=args.programs_root, factory=factory
+        )
+        job = GradeJob(
+            course=course, exercise=exercise, source=args.submission, label=args.label, device=args.device
+        )
+        try:
+            payload: dict[str, Any] = {"result": runner.run(job).to_dict()}
+        except SuiteError as exc:
+            payload = {"suite_error": str(exc)}
+    finally:
+        factory.close()  # the run closed it already, unless it failed before its first world
+        shutil.rmtree(factory_dir, ignore_errors=True)
     if args.format == "token":
         sys.stdout.write(os.environ.pop("DISTGPU_RESULT_TOKEN") + json.dumps(payload) + "\n")
         sys.stdout.flush()
@@ -97,4 +108,9 @@ def _write_invalid(reason: str, platform: str, out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's finalization: with torch loaded it takes up to a second or more on a loaded
+    # machine, the container's last act, and there is nothing left to clean up (the result is written).
+    os._exit(code)

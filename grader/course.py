@@ -17,6 +17,7 @@ import yaml
 
 DEVICES = ("cpu", "gpu")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 class CourseConfigError(ValueError):
@@ -89,6 +90,9 @@ class Exercise:
     """When submissions are due (ISO 8601 with a time zone); ``grade batch --late`` records lateness."""
     memory_gb: float = 4.0
     """Memory one grading needs per node; ``grade batch --backend slurm`` asks Slurm for it."""
+    preload: tuple[str, ...] = ()
+    """Modules the rank factory imports once, before it forks ranks, besides torch: what the rank programs
+    would otherwise import in every rank (``torch._dynamo``, which an optimizer's first step imports)."""
 
     @property
     def key(self) -> str:
@@ -267,6 +271,12 @@ class _Reader:
             raise self.fail(node, where, f"expected a lower_snake_case name, got {value!r}")
         return value
 
+    def module(self, node: yaml.Node, where: str) -> str:
+        value = self.string(node, where)
+        if not _MODULE.match(value):
+            raise self.fail(node, where, f"expected a dotted module name, got {value!r}")
+        return value
+
     def integer(self, node: yaml.Node, where: str, minimum: int) -> int:
         value = self.scalar(node, where, int, f"an integer >= {minimum}")
         if value < minimum:
@@ -325,7 +335,7 @@ class _Reader:
             node,
             where,
             required=("number", "slug", "title"),
-            optional=("files", "timeout", "parts", "deadline", "memory_gb"),
+            optional=("files", "timeout", "parts", "deadline", "memory_gb", "preload"),
         )
         number = self.integer(f["number"], f"{where}.number", 1)
         extra: dict[str, Any] = {}
@@ -340,6 +350,11 @@ class _Reader:
             extra["deadline"] = self.deadline(f["deadline"], f"{where}.deadline")
         if "memory_gb" in f:
             extra["memory_gb"] = self.number(f["memory_gb"], f"{where}.memory_gb", positive=True)
+        if "preload" in f:
+            extra["preload"] = tuple(
+                self.module(n, f"{where}.preload[{i}]")
+                for i, n in enumerate(self.seq(f["preload"], f"{where}.preload"))
+            )
         if "parts" in f:
             extra["parts"] = tuple(
                 self.part(n, f"{where}.parts[{i}]", number)

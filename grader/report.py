@@ -41,10 +41,10 @@ def to_terminal(result: ExerciseResult, console: Console) -> None:
     console.print(f"[bold]Exercise {result.exercise}: {result.title}[/]  ({result.graded}; {result.device})")
     for part in dict.fromkeys(t.part for t in result.tests):
         console.print(_part_table(part, [t for t in result.tests if t.part == part]))
-    for message, tests in grouped_failures(result.tests).items():
-        console.print(Text(message), soft_wrap=True)
+    for tests in grouped_failures(result.tests).values():
+        console.print(Text(tests[0].output), soft_wrap=True)
         if len(tests) > 1:
-            console.print(f"  [dim]{_where(tests)}[/]")
+            console.print(f"  [dim]the same {_where(tests)}[/]")
     for concept in result.concepts:
         if not concept.earned and concept.max_score:
             failed = concept.tests - concept.passed
@@ -67,7 +67,8 @@ _ALSO_FAILED = re.compile(r"; rank\(s\) [\d, ]+ failed too")
 
 
 def grouped_failures(tests: tuple[TestResult, ...]) -> dict[str, list[TestResult]]:
-    """Each distinct failure once: messages equal but for the rank and world size they name are one."""
+    """Failures by message, where messages equal but for the rank and world size they name are one; the
+    first test of each group is the one to show."""
     groups: dict[str, list[TestResult]] = {}
     for test in tests:
         if test.status is not Status.PASSED and test.output:

@@ -32,10 +32,7 @@ def inputs_for(p: int, shape: tuple[int, ...] = (5,)) -> list[torch.Tensor]:
 
 
 @pytest.mark.part("01.broadcast")
-@pytest.mark.concept(
-    "a broadcast copies the root's tensor to every rank; with a binomial tree rooted at src, relabel "
-    "ranks as (r - src) mod p so any root works like root 0"
-)
+@pytest.mark.concept("bcast_copy")
 def test_broadcast_from_rank_0(world: World) -> None:
     inputs = inputs_for(world.size)
     results = world.call("collectives", "broadcast", args=[(x, 0) for x in inputs], forbid=FORBID)
@@ -46,10 +43,7 @@ def test_broadcast_from_rank_0(world: World) -> None:
 
 
 @pytest.mark.part("01.broadcast")
-@pytest.mark.concept(
-    "a broadcast copies the root's tensor to every rank; with a binomial tree rooted at src, relabel "
-    "ranks as (r - src) mod p so any root works like root 0"
-)
+@pytest.mark.concept("bcast_copy")
 def test_broadcast_from_last_rank(world: World) -> None:
     # A non-zero root: the tree hangs from src, not from rank 0.
     src = world.size - 1
@@ -62,10 +56,7 @@ def test_broadcast_from_last_rank(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce")
-@pytest.mark.concept(
-    "a reduce leaves the elementwise sum of every rank's tensor on dst alone: partial sums flow up a tree"
-    " toward dst, each rank adding its children's sums to its own before sending once"
-)
+@pytest.mark.concept("reduce_sum")
 def test_reduce_to_rank_0(world: World) -> None:
     inputs = inputs_for(world.size)
     results = world.call("collectives", "reduce", args=[(x, 0) for x in inputs], forbid=FORBID)
@@ -81,10 +72,7 @@ def test_reduce_to_rank_0(world: World) -> None:
 
 
 @pytest.mark.part("01.all_gather")
-@pytest.mark.concept(
-    "after an all-gather tensor_list[j] on every rank holds rank j's tensor: slot j belongs to rank j, on"
-    " every rank"
-)
+@pytest.mark.concept("gather_slots")
 def test_all_gather(world: World) -> None:
     p = world.size
     inputs = inputs_for(p)
@@ -96,10 +84,7 @@ def test_all_gather(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce_scatter")
-@pytest.mark.concept(
-    "after a reduce-scatter rank j holds the sum over ranks r of input_list[j] from rank r: block j of "
-    "everyone's input is reduced onto rank j"
-)
+@pytest.mark.concept("rs_sum")
 def test_reduce_scatter(world: World) -> None:
     p = world.size
     # input_lists[r][j]: rank r's contribution to rank j's output (4 elements each).
@@ -111,10 +96,7 @@ def test_reduce_scatter(world: World) -> None:
 
 
 @pytest.mark.part("01.all_to_all")
-@pytest.mark.concept(
-    "all-to-all is a transpose across ranks: output_tensor_list[j] on rank r is input_tensor_list[r] of "
-    "rank j"
-)
+@pytest.mark.concept("a2a_transpose")
 def test_all_to_all(world: World) -> None:
     p = world.size
     # input_lists[r][j]: the block rank r sends to rank j (3 elements each).
@@ -133,10 +115,7 @@ def test_all_to_all(world: World) -> None:
 
 
 @pytest.mark.part("01.all_reduce")
-@pytest.mark.concept(
-    "an all-reduce leaves the elementwise sum of every rank's tensor on every rank, written into the "
-    "caller's tensor"
-)
+@pytest.mark.concept("allreduce_sum")
 def test_all_reduce(world: World) -> None:
     inputs = inputs_for(world.size, (7,))
     results = world.call("collectives", "all_reduce", args=[(x,) for x in inputs], forbid=FORBID)

@@ -30,23 +30,20 @@ def check_sum(world: World, function: str, inputs: list[torch.Tensor]) -> list:
 
 
 @pytest.mark.part("02.ring_allreduce")
-@pytest.mark.concept(
-    "ring all-reduce = reduce-scatter then all-gather over p chunks of "
-    "torch.tensor_split(tensor.view(-1), p); when N is not a multiple of p the first N % p chunks hold "
-    "one extra element"
-)
+@pytest.mark.concept("ring_sum")
 def test_ring_sum(world: World) -> None:
     check_sum(world, "ring_allreduce", inputs_for(world.size, 2 * world.size + 1))  # N not a multiple of p
 
 
 @pytest.mark.part("02.ring_allreduce")
-@pytest.mark.concept(
-    "a ring all-reduce is p-1 reduce-scatter steps then p-1 all-gather steps; at each step every rank "
-    "sends one chunk of N/p elements to (r+1) mod p and receives one from (r-1) mod p"
-)
+@pytest.mark.concept("ring_steps")
 def test_ring_steps(world: World) -> None:
     p = world.size
-    for res in check_sum(world, "ring_allreduce", inputs_for(p, 4 * p)):
+    # Only the messages here: test_ring_sum checks the values.
+    results = world.call(
+        "allreduce", "ring_allreduce", args=[(x,) for x in inputs_for(p, 4 * p)], forbid=FORBID
+    )
+    for res in results:
         assert res.comm.sends == 2 * (p - 1) and res.comm.recvs == 2 * (p - 1), (
             f"rank {res.rank}/{p} sent {res.comm.sends} and received {res.comm.recvs} messages; a ring "
             f"all-reduce is (p-1) reduce-scatter steps then (p-1) all-gather steps: {2 * (p - 1)} of each"
@@ -58,24 +55,20 @@ def test_ring_steps(world: World) -> None:
 
 
 @pytest.mark.part("02.tree_allreduce")
-@pytest.mark.concept(
-    "recursive doubling: in round k rank r swaps its whole tensor with r XOR 2^k and both add, so after "
-    "log2 p rounds every rank holds the sum"
-)
+@pytest.mark.concept("tree_sum")
 def test_tree_sum(world: World) -> None:
     check_sum(world, "tree_allreduce", inputs_for(world.size, 5))
 
 
 @pytest.mark.part("02.tree_allreduce")
 @pytest.mark.parametrize("world", [2, 4, 8], indirect=True)
-@pytest.mark.concept(
-    "recursive doubling on p = 2^k ranks takes log2 p rounds; in round k rank r exchanges its whole "
-    "tensor with r XOR 2^k"
-)
+@pytest.mark.concept("tree_rounds")
 def test_tree_rounds_power_of_two(world: World) -> None:
     p = world.size
     rounds = p.bit_length() - 1  # log2 p
-    for res in check_sum(world, "tree_allreduce", inputs_for(p, 3)):
+    # Only the messages here: test_tree_sum checks the values.
+    results = world.call("allreduce", "tree_allreduce", args=[(x,) for x in inputs_for(p, 3)], forbid=FORBID)
+    for res in results:
         assert res.comm.sends == rounds and res.comm.recvs == rounds, (
             f"rank {res.rank}/{p} sent {res.comm.sends} and received {res.comm.recvs} messages; recursive "
             f"doubling on a power of two takes log2 p = {rounds} rounds of one exchange each"

@@ -30,6 +30,7 @@ def near(got: Any, expected: float, what: str, rel: float = 1e-9) -> None:
 
 
 @pytest.mark.part("03.alpha_beta")
+@pytest.mark.concept("allreduce_costs")
 def test_one_mebibyte_on_8_ranks(world: World) -> None:
     # 2(p-1) alpha + 2(p-1)/p n beta = 70 us + 36.70 us; recursive doubling 3 alpha + 3 n beta = 15 + 62.91 us
     [ring] = many(world, "costs", "ring_allreduce_time", [(8, 1 << 20, ALPHA, BETA)])
@@ -39,6 +40,7 @@ def test_one_mebibyte_on_8_ranks(world: World) -> None:
 
 
 @pytest.mark.part("03.bus_bandwidth")
+@pytest.mark.concept("busbw_factor")
 def test_all_reduce_perf_line(world: World) -> None:
     # all_reduce_perf, 8 ranks, 128 MiB of floats in 1 ms: algbw = 134.22 GB/s (GB = 1e9), busbw x 2*7/8
     [got] = many(world, "nccl_tests", "nccl_tests_bandwidth", [("AllReduce", 1 << 25, 4, 1e-3, 8)])
@@ -47,6 +49,7 @@ def test_all_reduce_perf_line(world: World) -> None:
 
 
 @pytest.mark.part("03.crossover")
+@pytest.mark.concept("crossover_solve")
 def test_ring_overtakes_recursive_doubling(world: World) -> None:
     # 14 alpha + 1.75 n beta = 3 alpha + 3 n beta  =>  n = 11 alpha / (1.25 beta) = 2.2 MB
     [n] = many(world, "costs", "crossover_ring_recursive_doubling", [(8, ALPHA, BETA)])
@@ -54,6 +57,7 @@ def test_ring_overtakes_recursive_doubling(world: World) -> None:
 
 
 @pytest.mark.part("03.fit")
+@pytest.mark.concept("weighted_fit")
 def test_fit_a_clean_line(world: World) -> None:
     sizes = [1024, 65536, 1 << 20]
     [got] = many(world, "measure", "fit_alpha_beta", [(sizes, [40e-6 + s / 2.5e9 for s in sizes])])
@@ -63,6 +67,7 @@ def test_fit_a_clean_line(world: World) -> None:
 
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
+@pytest.mark.concept("bench_sync")
 def test_measure_returns_agreed_seconds(world: World) -> None:
     sizes = [1 << 10, 1 << 20]
     results = world.call(
@@ -76,6 +81,7 @@ def test_measure_returns_agreed_seconds(world: World) -> None:
 
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
+@pytest.mark.concept("bench_predicts")
 def test_measured_latency_plot(world: World, artifact) -> None:  # type: ignore[no-untyped-def]
     """Measures gloo on 2 ranks with your code, fits a line to it, and saves the plot for you to read."""
     sizes = [1 << k for k in range(8, 23, 2)]  # 256 B .. 4 MiB

@@ -30,6 +30,7 @@ def many(world: World, module: str, function: str, calls: list[tuple], system: A
 
 
 @pytest.mark.part("04.protocols")
+@pytest.mark.concept("proto_efficiency")
 def test_efficiencies_and_buffers(world: World) -> None:
     eff = many(world, "protocols", "proto_efficiency", [(p,) for p in PROTOS])
     assert eff == [0.5, 120 / 128, 1.0], (
@@ -42,6 +43,7 @@ def test_efficiencies_and_buffers(world: World) -> None:
 
 
 @pytest.mark.part("04.selector")
+@pytest.mark.concept("tuner_latency")
 def test_latency_by_hand(world: World) -> None:
     # Ring/Simple AllReduce on 8 NVLink GPUs: 8.4 + 2 x 7 steps x 3.4 = 56.0 us
     # Tree/Simple AllReduce on 8 NVLink GPUs: 8.4 + 2 x (7 x 4.0 + 0 x 14) = 64.4 us
@@ -54,6 +56,7 @@ def test_latency_by_hand(world: World) -> None:
 
 
 @pytest.mark.part("04.selector")
+@pytest.mark.concept("tuner_selection")
 def test_small_and_large_messages(world: World) -> None:
     # one node: LL for tiny messages, Simple for 1 GiB, always on rings; four nodes: a tree for tiny ones
     got = many(world, "tuner", "select_algo_proto", [("AllReduce", 8), ("AllReduce", 1 << 30)], ONE_NODE)
@@ -63,6 +66,7 @@ def test_small_and_large_messages(world: World) -> None:
 
 
 @pytest.mark.part("04.env_parsing")
+@pytest.mark.concept("parse_lists")
 def test_tuning_cc_examples(world: World) -> None:
     funcs = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
     got = many(world, "nccl_env", "parse_nccl_list", [("^LL128;allreduce:LL128", list(PROTOS))])[0]
@@ -71,6 +75,7 @@ def test_tuning_cc_examples(world: World) -> None:
 
 
 @pytest.mark.part("04.chunks")
+@pytest.mark.concept("chunk_layout")
 def test_ll_pieces_by_hand(world: World) -> None:
     # 100,000 floats, LL, 4 ranks, 2 channels, 512 threads: chunk = 32768 B / 4 = 8192 floats, loop = 65536.
     # Loop 1: 8 full chunks, interleaved (k * 2 + c) * 8192. Loop 2: 34,464 left, so the chunk shrinks to
@@ -91,6 +96,7 @@ def test_ll_pieces_by_hand(world: World) -> None:
 
 
 @pytest.mark.part("04.trees")
+@pytest.mark.concept("btree_bits")
 def test_picture_of_14_ranks(world: World) -> None:
     got = many(world, "trees", "dtree", [(14, r) for r in (0, 8, 13)])
     assert got[0][0] == {"parent": -1, "children": [8]}, f"rank 0, tree 0: got {got[0][0]}"

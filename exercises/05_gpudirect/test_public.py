@@ -29,6 +29,7 @@ def call(world: World, module: str, function: str, topology: str, *args: Any, **
 
 
 @pytest.mark.part("05.paths")
+@pytest.mark.concept("path_class")
 def test_dgx2_classes_match_nvidia_smi(world: World) -> None:
     # `nvidia-smi topo -m` on a DGX-2 (NVIDIA/nccl-tests issue #78): GPU0 - mlx5_0 PIX (same switch),
     # mlx5_1 PXB (two switches), mlx5_4 SYS (the other socket)
@@ -38,6 +39,7 @@ def test_dgx2_classes_match_nvidia_smi(world: World) -> None:
 
 
 @pytest.mark.part("05.paths")
+@pytest.mark.concept("bounce_path")
 def test_bounce_adds_two_hops_on_a_pix_pair(world: World) -> None:
     # H100 box, GPU and NIC on one switch: GDR goes GPU -> switch -> NIC; without it the bytes climb to
     # host memory and come back down the same switch
@@ -49,6 +51,7 @@ def test_bounce_adds_two_hops_on_a_pix_pair(world: World) -> None:
 
 
 @pytest.mark.part("05.gdr_level")
+@pytest.mark.concept("level_parsing")
 def test_legacy_integers_from_the_nccl_docs(world: World) -> None:
     # NCCL docs, env.rst, NCCL_NET_GDR_LEVEL "Integer Values (Legacy)": LOC 0, PIX 1, PXB 2, PHB 3, SYS 4;
     # "Values greater than 4 will be interpreted as SYS"
@@ -58,6 +61,7 @@ def test_legacy_integers_from_the_nccl_docs(world: World) -> None:
 
 
 @pytest.mark.part("05.gdr_level")
+@pytest.mark.concept("gdr_decision")
 def test_workstation_needs_phb(world: World) -> None:
     # GPU and NIC on separate root ports: the path crosses the CPU (PHB), farther than NCCL's default level
     assert call(world, "gdr", "gdr_enabled", "workstation", "gpu0", "nic0", {}, read=False) is False
@@ -66,6 +70,7 @@ def test_workstation_needs_phb(world: World) -> None:
 
 
 @pytest.mark.part("05.checkpoint")
+@pytest.mark.concept("checkpoint_size")
 def test_llama3_8b_checkpoint_is_112_gb(world: World) -> None:
     # 8,030,261,248 parameters x (2 B bf16 weights + 12 B fp32 master, Adam m, v) = 112.4 GB
     [res] = world.call("gds", "checkpoint_bytes", args=[(8_030_261_248,)])
@@ -73,6 +78,7 @@ def test_llama3_8b_checkpoint_is_112_gb(world: World) -> None:
 
 
 @pytest.mark.part("05.checkpoint")
+@pytest.mark.concept("bounce_phases")
 def test_ten_gb_to_a_workstation_drive(world: World) -> None:
     # The drive writes 3.5 GB/s, slower than its PCIe Gen4 x4 link (7.88 GB/s): with GDS 10 GB take 10/3.5 s.
     # Without GDS the GPU first copies 10 GB into host memory over its Gen4 x16 link (31.5 GB/s).

@@ -31,6 +31,7 @@ def near(got: Any, expected: float, what: str, rel: float = 1e-9) -> None:
 
 
 @pytest.mark.part("16.bandwidth")
+@pytest.mark.concept("per_direction")
 def test_h100_nvlink_both_conventions(world: World) -> None:
     # NVIDIA: H100 "900 GB/s" (18 links x 50 GB/s, both ways); scaling book gpus.md: 450 GB/s full-duplex
     near(call(world, "nvlink_gpu_gb_s", "nvlink4", "bidirectional"), 900, "H100 NVLink, bidirectional")
@@ -38,6 +39,7 @@ def test_h100_nvlink_both_conventions(world: World) -> None:
 
 
 @pytest.mark.part("16.allreduce")
+@pytest.mark.concept("ring_cost")
 def test_allreduce_in_a_dgx_h100(world: World) -> None:
     # nccl-tests PERFORMANCE.md: t >= 2(n-1)/n * S/B; 1 GB over 8 H100s at 450 GB/s per direction = 3.89 ms
     near(
@@ -46,18 +48,21 @@ def test_allreduce_in_a_dgx_h100(world: World) -> None:
 
 
 @pytest.mark.part("16.bisection")
+@pytest.mark.concept("bisection_both_ways")
 def test_dgx_h100_bisection(world: World) -> None:
     # scaling book gpus.md, Quiz 2: "8 * 450GB/s ... or 3.6TB/s of bisection bandwidth" (both directions)
     near(call(world, "domain_bisection_gb_s", "dgx_h100", "bidirectional"), 3600, "DGX H100 bisection")
 
 
 @pytest.mark.part("16.tp_domain")
+@pytest.mark.concept("tp_degree_limits")
 def test_tp_in_an_nvl72(world: World) -> None:
     # 72 GPUs share one NVLink domain, but TP=72 cannot split 64 heads, and TP=16 cannot tile 72 GPUs
     assert call(world, "max_tp_degree", 72, 64) == 8, "largest TP for 64 heads in an NVL72"
 
 
 @pytest.mark.part("16.tp_domain")
+@pytest.mark.concept("layer_comm")
 def test_llama_70b_tp8_layer(world: World) -> None:
     # ground-truth.md §10.2: 70B, TP=8, s=8192, b=1, bf16: 134 MB per all-reduce, 522 us at 450 GB/s, 4 per
     # layer per micro-batch (2 forward + 2 backward) = 2.09 ms

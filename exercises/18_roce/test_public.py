@@ -31,6 +31,7 @@ def close(got: Any, want: float, what: str) -> None:
 
 
 @pytest.mark.part("18.marking")
+@pytest.mark.concept("red_ramp")
 def test_red_ramp(world: World) -> None:
     # Kmin = 5 KB, Kmax = 200 KB, Pmax = 1%: nothing at Kmin, Pmax/2 halfway, Pmax at Kmax, always beyond it
     for q, want in [(5 * KB, 0.0), (int(102.5 * KB), 0.005), (200 * KB, 0.01), (300 * KB, 1.0)]:
@@ -39,21 +40,30 @@ def test_red_ramp(world: World) -> None:
 
 
 @pytest.mark.part("18.marking")
+@pytest.mark.concept("cnp_pacing")
 def test_one_cnp_per_50_us(world: World) -> None:
     [res] = world.call("ecn", "cnp_times", args=[([0, 1, 2, 49, 50, 51, 120],)])
     assert res.returned == [0, 50, 120], f"CNPs for marks at 0, 1, 2, 49, 50, 51, 120 us: got {res.returned}"
 
 
 @pytest.mark.part("18.rate_decrease")
-def test_cnp_then_quiet(world: World) -> None:
-    trace = run(world, "replay_rp", params={}, events=["cnp", "alpha", "alpha"])
+@pytest.mark.concept("multiplicative_cut")
+def test_first_cnp(world: World) -> None:
+    [after] = run(world, "replay_rp", params={}, events=["cnp"])
     # alpha starts at 1, so the first cut halves 40 Gb/s; R_T remembers 40 Gb/s
-    close(trace[0]["rc"], 20_000.0, "R_C after the first CNP")
-    close(trace[0]["rt"], 40_000.0, "R_T after the first CNP")
-    close(trace[2]["alpha"], (1 - 1 / 256) ** 2, "alpha after two quiet K periods, g = 1/256")
+    close(after["rc"], 20_000.0, "R_C after the first CNP")
+    close(after["rt"], 40_000.0, "R_T after the first CNP")
+
+
+@pytest.mark.part("18.rate_decrease")
+@pytest.mark.concept("alpha_decay")
+def test_quiet_periods(world: World) -> None:
+    trace = run(world, "replay_rp", params={}, events=["alpha", "alpha"])
+    close(trace[1]["alpha"], (1 - 1 / 256) ** 2, "alpha after two quiet K periods from 1, g = 1/256")
 
 
 @pytest.mark.part("18.rate_increase")
+@pytest.mark.concept("increase_phases")
 def test_five_fast_recovery_steps(world: World) -> None:
     start = {"rc": 20_000.0, "rt": 40_000.0}
     trace = run(world, "replay_rp", params={}, events=["timer"] * 6, state=start)
@@ -64,6 +74,7 @@ def test_five_fast_recovery_steps(world: World) -> None:
 
 
 @pytest.mark.part("18.simulate")
+@pytest.mark.concept("clock_restart")
 def test_first_timer_and_alpha_events(world: World) -> None:
     got = run(world, "simulate", params={}, cnp_times_us=[10], duration_us=120)
     # K = T = 55 us after the CNP at 10 us: both fire at 65 and at 120
@@ -80,6 +91,7 @@ def test_first_timer_and_alpha_events(world: World) -> None:
 
 
 @pytest.mark.part("18.swift")
+@pytest.mark.concept("delay_decrease")
 def test_swift_cut_is_capped(world: World) -> None:
     params = {"base_target_us": 20.0, "per_hop_us": 0.0, "fs_range_us": 0.0, "beta": 0.8, "max_mdf": 0.5}
     trace = run(world, "replay_swift", params=params, acks=[[0, 25.0, 1], [1, 1000.0, 1]], cwnd=10.0)
@@ -91,6 +103,7 @@ def test_swift_cut_is_capped(world: World) -> None:
 
 
 @pytest.mark.part("18.simulate")
+@pytest.mark.concept("congestion_episode")
 def test_congestion_episode_plot(world: World, artifact) -> None:  # type: ignore[no-untyped-def]
     """Runs the scripted congestion episode with your ecn.py and dcqcn.py; saves R_C and R_T against time."""
     spec = importlib.util.spec_from_file_location(

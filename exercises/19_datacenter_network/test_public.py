@@ -26,6 +26,7 @@ def call(world: World, module: str, function: str, *args: Any, **inputs: Any) ->
 
 
 @pytest.mark.part("19.spine_leaf")
+@pytest.mark.concept("two_tier_sizing")
 def test_superpod_512_gpus(world: World) -> None:
     # NVIDIA DGX SuperPOD B200 reference architecture: 2 scalable units (512 GPUs) use 16 leaf and 8 spine
     # switches; 64-port switches split 32 down / 32 up at 1:1
@@ -35,6 +36,7 @@ def test_superpod_512_gpus(world: World) -> None:
 
 
 @pytest.mark.part("19.placement")
+@pytest.mark.concept("rail_hops")
 def test_rail_change_crosses_the_spine(world: World) -> None:
     # rank 0 = node 0 GPU 0 (rail 0); rank 8 = node 1 GPU 0 (rail 0); rank 9 = node 1 GPU 1 (rail 1)
     hops = [call(world, "placement", "hop", 0, dst, cluster=SMALL_RAIL) for dst in (1, 8, 9)]
@@ -42,6 +44,7 @@ def test_rail_change_crosses_the_spine(world: World) -> None:
 
 
 @pytest.mark.part("19.spine_traffic")
+@pytest.mark.concept("megatron_volumes")
 def test_megatron_tp_calls(world: World) -> None:
     shape = {
         "hidden": 8192,
@@ -61,9 +64,15 @@ def test_megatron_tp_calls(world: World) -> None:
 
 
 @pytest.mark.part("19.layouts")
+@pytest.mark.concept("choose_order")
 def test_tp_fastest_is_best(world: World) -> None:
     traffic = {"tp_bytes": 2**26, "tp_calls": 1280, "pp_bytes": 2**26, "pp_calls": 8, "dp_bytes": 8.75e9}
     rows = call(world, "placement", "rank_orders", JOB, cluster=SMALL_RAIL, traffic=traffic)
     assert [row[0] for row in rows][:2] == ["tp-dp-pp", "tp-pp-dp"], rows
+
+
+@pytest.mark.part("19.layouts")
+@pytest.mark.concept("hop_census")
+def test_dp_fastest_puts_tp_on_the_spine(world: World) -> None:
     tp = call(world, "placement", "hop_counts", "tp", JOB, "dp-tp-pp", cluster=SMALL_RAIL)
     assert tp["spine"] > 0, f"with DP fastest, TP groups span nodes and rails: {tp}"

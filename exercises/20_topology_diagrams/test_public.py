@@ -27,14 +27,21 @@ def cluster(world: World, name: str, function: str, *args: Any) -> Any:
 
 
 @pytest.mark.part("20.parse_smi")
+@pytest.mark.concept("matrix_parse")
 def test_parse_dgx_h100(world: World) -> None:
     [res] = world.call("smi_topo", "parse_topo", args=[((DATA / "topo_dgx_h100.txt").read_text(),)])
     topo = res.returned
     assert topo["gpus"] == [f"GPU{i}" for i in range(8)], topo["gpus"]
     assert len(topo["nics"]) == 12, f"12 NICs (8 compute, 4 storage ports), got {topo['nics']}"
     assert topo["matrix"]["GPU0"]["GPU7"] == "NV18" and topo["matrix"]["GPU3"]["GPU3"] == "X"
-    assert topo["nic_names"]["NIC11"] == "mlx5_11", topo["nic_names"]
     assert topo["numa_affinity"]["GPU4"] == 1, topo["numa_affinity"]
+
+
+@pytest.mark.part("20.parse_smi")
+@pytest.mark.concept("legends")
+def test_nic_legend_dgx_h100(world: World) -> None:
+    [res] = world.call("smi_topo", "parse_topo", args=[((DATA / "topo_dgx_h100.txt").read_text(),)])
+    assert res.returned["nic_names"]["NIC11"] == "mlx5_11", res.returned["nic_names"]
 
 
 # topo_dgx1_v100.txt as parse_topo returns it (written out by hand, so that these checks do not depend on your
@@ -66,9 +73,15 @@ DGX1 = {
 
 
 @pytest.mark.part("20.smi_questions")
+@pytest.mark.concept("nvlink_clique")
 def test_dgx1_is_not_an_nvswitch(world: World) -> None:
     [res] = world.call("smi_topo", "largest_nvlink_group", args=[(DGX1,)])
     assert res.returned == ["GPU0", "GPU1", "GPU2", "GPU3"], f"GPUs 0-3 are all NVLinked; got {res.returned}"
+
+
+@pytest.mark.part("20.smi_questions")
+@pytest.mark.concept("link_ladder")
+def test_dgx1_codes(world: World) -> None:
     [res] = world.call("smi_topo", "link_kind", args=[(DGX1, "GPU0", "mlx5_0")])
     assert res.returned == "pcie", f"NODE stays inside one socket's PCIe: got {res.returned}"
     [res] = world.call("smi_topo", "nvlink_count", args=[(DGX1, "GPU0", "GPU4")])
@@ -76,6 +89,7 @@ def test_dgx1_is_not_an_nvswitch(world: World) -> None:
 
 
 @pytest.mark.part("20.cluster_yaml")
+@pytest.mark.concept("gpu_paths")
 def test_rail_change_goes_through_a_spine(world: World) -> None:
     got = cluster(world, "dgx_h100_rail", "gpu_path", "dgx0:0", "dgx1:1")
     assert got == {"kind": "network", "tiers": ["leaf", "spine", "leaf"]}, got
@@ -98,6 +112,7 @@ def dgx_pair(nvlink: bool) -> dict:
 
 
 @pytest.mark.part("20.layouts")
+@pytest.mark.concept("tp_on_nvlink")
 def test_tensor_parallelism_needs_nvlink(world: World) -> None:
     [res] = world.call("cluster", "largest_tp_degree", args=[(dgx_pair(nvlink=True),)])
     assert res.returned == 8, f"two NVSwitch nodes: TP up to 8, got {res.returned}"

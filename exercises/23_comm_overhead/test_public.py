@@ -38,6 +38,7 @@ def near(got: Any, expected: float, what: str, rel: float = 1e-9) -> None:
 
 
 @pytest.mark.part("23.collectives")
+@pytest.mark.concept("nccl_ring_latency")
 def test_nccl_latency_of_an_8_gpu_allreduce(world: World) -> None:
     # NCCL tuning.cc, Ring/Simple: 8.4 us base + 2(8-1) steps x 3.4 us on NVLink = 56 us
     got = run(world, "collective_time", "latency_s", "all_reduce", Cluster("dgx_h100", 1), 8, 1)
@@ -45,6 +46,7 @@ def test_nccl_latency_of_an_8_gpu_allreduce(world: World) -> None:
 
 
 @pytest.mark.part("23.collectives")
+@pytest.mark.concept("slowest_level_bandwidth")
 def test_scaling_book_two_node_allgather(world: World) -> None:
     # jax-ml/scaling-book gpus.md, Quiz 4 Q5: all-gather of B bytes over 2 DGX H100 nodes is bound by the
     # node level, B x 7 / (8 x 450e9) = B / 514e9 (the cross-node part is only B / 800e9)
@@ -54,6 +56,7 @@ def test_scaling_book_two_node_allgather(world: World) -> None:
 
 
 @pytest.mark.part("23.dp")
+@pytest.mark.concept("critical_batch")
 def test_critical_batch_across_nodes(world: World) -> None:
     # scaling book gpus.md: DP is compute-bound above 990e12 / 400e9 = 2475 tokens per GPU across nodes.
     # 0.5%: the catalogue's 989.4 TFLOPs vs the book's 990, and (X-1)/X for 1024 nodes.
@@ -62,6 +65,7 @@ def test_critical_batch_across_nodes(world: World) -> None:
 
 
 @pytest.mark.part("23.dp")
+@pytest.mark.concept("bucket_overlap")
 def test_overlap_of_three_buckets(world: World) -> None:
     # buckets ready at 1, 2, 3 s, each taking 2 s on one stream: they end at 3, 5, 7; compute ends at 3
     got = run(world, "strategies", "overlap", [2.0, 2.0, 2.0], [1.0, 2.0, 3.0], 3.0)
@@ -69,6 +73,7 @@ def test_overlap_of_three_buckets(world: World) -> None:
 
 
 @pytest.mark.part("23.tp")
+@pytest.mark.concept("tp_on_critical_path")
 def test_llama3_70b_tp8(world: World) -> None:
     # ground-truth.md §10.2: 70B, TP 8, s 8192: 134 MB per all-reduce, 522 us each at 450 GB/s, 4 per layer,
     # 167 ms over 80 layers (bandwidth only). 0.1%: the published figure is rounded.
@@ -80,6 +85,7 @@ def test_llama3_70b_tp8(world: World) -> None:
 
 
 @pytest.mark.part("23.pp")
+@pytest.mark.concept("pipeline_critical_hops")
 def test_scaling_book_pipeline_formula(world: World) -> None:
     # scaling book gpus.md: 2BD / (W N_MB) x (N_MB + N_stages - 2) forward, and as much backward
     s, b, d, m, p = 4096, 1, 8192, 16, 4
@@ -88,12 +94,14 @@ def test_scaling_book_pipeline_formula(world: World) -> None:
 
 
 @pytest.mark.part("23.ep")
+@pytest.mark.concept("dispatch_volume")
 def test_deepep_dispatch_bytes(world: World) -> None:
     # DeepEP README benchmark: 8K tokens, hidden 7168, top-8, FP8 dispatch -> 469.8 MB per GPU and layer
     near(run(world, "strategies", "ep_dispatch_bytes", 8192, 7168, 8, 1), 469_762_048, "dispatch bytes")
 
 
 @pytest.mark.part("23.step")
+@pytest.mark.concept("step_assembly")
 def test_step_of_8b_on_8_h100(world: World) -> None:
     plan = {"tp": 1, "pp": 1, "dp": 8, "ep": 1, "zero_stage": 1, "recompute": "none", "micro_batch_size": 1,
             "num_microbatches": 16}  # fmt: skip

@@ -1,19 +1,38 @@
-"""The multi-rank harness: tests run in the judge, student code only in rank workers."""
+"""The multi-rank harness: tests run in the judge, student code only in rank workers.
 
-from grader.harness.comm import COLLECTIVES
-from grader.harness.outcomes import CheckFailure, CommEvent, CommLog, RankFailure, RankResult
-from grader.harness.testing import World, assert_close, assert_equal, chunk_of, comm_trace
+The names below load on first use, so that a submodule that needs no torch (``factory``, ``zygote``) can be
+imported without it: the container's judge starts the rank factory before it imports torch itself.
+"""
 
-__all__ = [
-    "COLLECTIVES",
-    "CheckFailure",
-    "CommEvent",
-    "CommLog",
-    "RankFailure",
-    "RankResult",
-    "World",
-    "assert_close",
-    "assert_equal",
-    "chunk_of",
-    "comm_trace",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grader.harness.comm import COLLECTIVES
+    from grader.harness.outcomes import CheckFailure, CommEvent, CommLog, RankFailure, RankResult
+    from grader.harness.testing import World, assert_close, assert_equal, chunk_of, comm_trace
+
+_HOMES = {
+    "COLLECTIVES": "comm",
+    "CheckFailure": "outcomes",
+    "CommEvent": "outcomes",
+    "CommLog": "outcomes",
+    "RankFailure": "outcomes",
+    "RankResult": "outcomes",
+    "World": "testing",
+    "assert_close": "testing",
+    "assert_equal": "testing",
+    "chunk_of": "testing",
+    "comm_trace": "testing",
+}
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'grader.harness' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"grader.harness.{home}"), name)

@@ -18,15 +18,19 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from grader.harness.worker import WorkerSpec
 from grader.harness.zygote import BOOTSTRAP, MAX_MESSAGE_BYTES
 from grader.sandbox import Sandbox, minimal_env
 
-PRELOAD = ("torch", "torch.distributed", "torch.optim", "torch.fx.experimental.symbolic_shapes")
-"""torch.optim imports torch._dynamo, and autograd's first backward imports symbolic_shapes (sympy): seconds
-each; importing them once in the factory spares every rank of every world."""
+if TYPE_CHECKING:
+    from grader.harness.worker import WorkerSpec
+
+PRELOAD = ("torch", "torch.distributed", "grader.harness.worker")
+"""What every factory imports before its first fork: torch once per grading run, not once per rank. An
+exercise adds what its ranks need beyond this (course.yml's ``preload``): an optimizer's first ``step()``
+imports ``torch._dynamo`` and sympy, seconds per rank that are better paid once here, and only where used.
+This module imports no torch itself, so a judge can start the factory before it imports torch."""
 
 START_TIMEOUT_S = 120.0
 ANSWER_TIMEOUT_S = 10.0
@@ -63,17 +67,30 @@ class RankProcess:
 class RankFactory:
     """Owns the factory process. Not thread-safe."""
 
-    def __init__(self, sandbox: Sandbox | None, log_path: Path) -> None:
+    def __init__(self, sandbox: Sandbox | None, log_path: Path, preload: tuple[str, ...] = ()) -> None:
+        """``preload``: modules to import besides ``PRELOAD`` (an exercise's ``preload``)."""
         self.sandbox = sandbox
         self.log_path = log_path
+        self.preload = tuple(dict.fromkeys((*PRELOAD, *preload)))
         self._process: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
+        self._ready = False
 
     @property
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
     def start(self) -> None:
+        """Launch the factory (unless ``launch`` did) and wait until it has preloaded and is ready."""
+        if self._process is None:
+            self.launch()
+        if not self._ready:
+            self._receive(START_TIMEOUT_S, "start")
+            self._ready = True
+
+    def launch(self) -> None:
+        """Start the factory process and send it its configuration, without waiting for it: it imports
+        torch meanwhile, while the judge does other work (imports torch too, collects the suite)."""
         judge_end, factory_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = minimal_env()
         argv = [sys.executable, "-I", "-c", BOOTSTRAP, str(factory_end.fileno())]
@@ -91,9 +108,8 @@ class RankFactory:
             )
         factory_end.close()
         self._sock = judge_end
-        config = {"sys_path": [p for p in sys.path if os.path.isabs(p)], "preload": [*PRELOAD]}
+        config = {"sys_path": [p for p in sys.path if os.path.isabs(p)], "preload": [*self.preload]}
         self._sock.send(json.dumps(config).encode())
-        self._receive(START_TIMEOUT_S, "start")
 
     def place(self, spec: WorkerSpec) -> WorkerSpec:
         """``spec`` as the rank sees it: here, unchanged (a ``remote.NodeRankFactory`` maps paths)."""
@@ -137,10 +153,11 @@ class RankFactory:
                 os.killpg(self._process.pid, signal.SIGKILL)
                 self._process.wait()
             self._process = None
+        self._ready = False
 
     def _request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
-        if self._sock is None or not self.alive:
-            raise FactoryError("the rank factory is not running")
+        if self._sock is None or not self.alive or not self._ready:
+            raise FactoryError("the rank factory is not running (or not ready)")
         try:
             socket.send_fds(self._sock, [json.dumps(message).encode()], fds or [])
         except OSError as exc:

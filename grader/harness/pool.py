@@ -48,6 +48,8 @@ class WorldConfig:
     sandbox: Sandbox | None = None
     """Where the rank factory runs (None: unsandboxed, as the judge's user)."""
     limits: RankLimits | None = None
+    preload: tuple[str, ...] = ()
+    """Modules the rank factory imports besides ``factory.PRELOAD`` (the exercise's ``preload``)."""
 
 
 Factory = RankFactory | NodeRankFactory
@@ -127,15 +129,19 @@ class Pool:
 
     def stop(self) -> None:
         """Ask the ranks to leave, then make sure they are gone."""
+        self.ask_to_stop()
+        deadline = time.monotonic() + 2.0
+        for rank in self._ranks:
+            rank.process.join(max(0.0, deadline - time.monotonic()))
+        self.kill()
+
+    def ask_to_stop(self) -> None:
+        """Tell every rank to leave, without waiting (``stop`` waits)."""
         for rank in self._ranks:
             try:
                 rank.tasks.send_bytes(wire.encode({"stop": True}))
             except OSError:
                 pass
-        deadline = time.monotonic() + 2.0
-        for rank in self._ranks:
-            rank.process.join(max(0.0, deadline - time.monotonic()))
-        self.kill()
 
     def kill(self) -> None:
         """Kill every rank and whatever it started (each rank leads its own process group).
@@ -263,15 +269,23 @@ class Pools:
 
     ``nodes``: the nodes multi-node parts may use (``remote.allocation_nodes``). A part that asks for more
     nodes than that runs all its ranks here. ``reuse=False`` starts a fresh world for every ``get``: the
-    spawn-per-test baseline of the benchmark.
+    spawn-per-test baseline of the benchmark. ``factory``: this run's rank factory, already launched (it
+    imports torch while the judge collects the suite); by default one is started at the first world.
     """
 
-    def __init__(self, config: WorldConfig, *, reuse: bool = True, nodes: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        config: WorldConfig,
+        *,
+        reuse: bool = True,
+        nodes: list[str] | None = None,
+        factory: RankFactory | None = None,
+    ) -> None:
         self.config = config
         self.reuse = reuse
         self.nodes = nodes or []
         self._pools: dict[tuple[int, int], Pool] = {}
-        self._factory: RankFactory | None = None
+        self._factory: RankFactory | None = factory
         self._node_factories: dict[int, NodeRankFactory] = {}
         self._switchboard: Switchboard | None = None
         self._store: Any = None
@@ -326,8 +340,9 @@ class Pools:
             self._factory.close()
             self._factory = None
         if self._factory is None:
-            self._factory = RankFactory(self.config.sandbox, self.config.scratch_dir / "factory.log")
-            self._factory.start()
+            log_path = self.config.scratch_dir / "factory.log"
+            self._factory = RankFactory(self.config.sandbox, log_path, self.config.preload)
+        self._factory.start()  # a launched one: waits until it is ready; a ready one: nothing to do
         return self._factory
 
     def _live_node_factory(self, index: int) -> NodeRankFactory:
@@ -354,6 +369,8 @@ class Pools:
         return factory
 
     def close(self) -> None:
+        for pool in self._pools.values():
+            pool.ask_to_stop()  # every world leaves at once, not one after the other
         for pool in self._pools.values():
             pool.stop()
         self._pools.clear()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader import sandbox
+from grader.harness.factory import RankFactory
 from grader.harness.plugin import GradingPlugin
 from grader.harness.pool import Pools, WorldConfig
 from grader.harness.remote import allocation_nodes
@@ -46,12 +47,18 @@ class LocalRunner:
         run_as_uid: int | None = None,
         programs_root: Path | None = None,
         shuffle_seed: int | None = None,
+        factory: RankFactory | None = None,
     ) -> None:
         """``sandbox_mode``: ``auto`` (default, from ``DISTGPU_SANDBOX``), ``bwrap`` (required) or ``none``.
         ``limits``: the rank limits inside the sandbox (default ``RankLimits()``).
         ``run_as_uid`` and ``programs_root`` serve the container entry point (the container is the sandbox):
         ranks drop to that uid and read rank programs from ``programs_root/NN_slug``.
-        ``shuffle_seed`` runs each suite's tests in a seeded random order (a score must not depend on it)."""
+        ``shuffle_seed`` runs each suite's tests in a seeded random order (a score must not depend on it).
+        ``factory``: a rank factory the caller launched, unsandboxed, for the first run (the container's judge
+        launches it before it imports torch); other runs launch their own as they start."""
+        if factory is not None and sandbox_mode != "none":
+            raise ValueError("a rank factory launched by the caller runs unsandboxed: sandbox_mode='none'")
+        self.factory = factory
         self.reuse_worlds = reuse_worlds
         self.sandbox_mode = sandbox_mode or sandbox.requested_mode()
         self.limits = limits or sandbox.RankLimits()
@@ -123,8 +130,15 @@ class LocalRunner:
             run_as_uid=run_as_uid,
             sandbox=box,
             limits=limits,
+            preload=job.exercise.preload,
         )
-        self.last_pools = pools = Pools(config, reuse=self.reuse_worlds, nodes=allocation_nodes())
+        factory, self.factory = self.factory, None
+        if factory is None and self.reuse_worlds and _runs_ranks(job, gpus):
+            factory = RankFactory(box, scratch / "factory.log", config.preload)
+            factory.launch()  # it imports torch while pytest starts and collects the suite here
+        self.last_pools = pools = Pools(
+            config, reuse=self.reuse_worlds, nodes=allocation_nodes(), factory=factory
+        )
         # Inside a container (run_as_uid set) nothing the judge writes survives: keep no artifacts there.
         artifacts = job.course.root / ".grade" / "artifacts" / job.exercise.dirname
         plugin = GradingPlugin(
@@ -184,6 +198,12 @@ def _suites(job: GradeJob) -> list[Path]:
         job.course.solution_dir(job.exercise) / "test_hidden.py",
     ]
     return [path for path in candidates if path.is_file()]
+
+
+def _runs_ranks(job: GradeJob, gpus: int) -> bool:
+    """Whether some part to grade can start a world here (a GPU part without GPUs is blocked, not run)."""
+    parts = [p for p in job.exercise.parts if job.part in (None, p.id)]
+    return any(p.device == "cpu" or gpus for p in parts)
 
 
 def _resolve_device(requested: str) -> tuple[str, int]:

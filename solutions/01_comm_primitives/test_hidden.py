@@ -71,10 +71,7 @@ def roots(p: int) -> list[int]:
 
 
 @pytest.mark.part("01.broadcast")
-@pytest.mark.concept(
-    "a broadcast copies the root's tensor to every rank; with a binomial tree rooted at src, relabel "
-    "ranks as (r - src) mod p so any root works like root 0"
-)
+@pytest.mark.concept("bcast_copy")
 def test_broadcast_from_several_roots(world: World) -> None:
     p = world.size
     for src in roots(p):
@@ -90,10 +87,7 @@ def test_broadcast_from_several_roots(world: World) -> None:
 
 
 @pytest.mark.part("01.broadcast")
-@pytest.mark.concept(
-    "a broadcast only moves bytes: every dtype (bool and bfloat16 included) arrives bit for bit, so send "
-    "and receive the tensor itself, never a converted copy"
-)
+@pytest.mark.concept("bcast_dtypes")
 def test_broadcast_dtypes(world: World) -> None:
     p = world.size
     src = p - 1
@@ -110,10 +104,7 @@ def test_broadcast_dtypes(world: World) -> None:
 
 
 @pytest.mark.part("01.broadcast")
-@pytest.mark.concept(
-    "a broadcast fills the caller's tensor in place whatever its shape (0-d, 1 element, fewer elements "
-    "than ranks): receive into the tensor, do not rebind the name"
-)
+@pytest.mark.concept("bcast_in_place")
 def test_broadcast_odd_shapes(world: World) -> None:
     p = world.size
     src = 1 % p
@@ -144,11 +135,7 @@ def tree_rounds(results: list, src: int) -> int:
 
 
 @pytest.mark.part("01.broadcast")
-@pytest.mark.concept(
-    "in a binomial tree the set of ranks holding the data doubles every round: in round k each holder "
-    "sends to the rank 2^k further on, so p ranks need ceil(log2 p) rounds and every non-root receives "
-    "exactly once"
-)
+@pytest.mark.concept("bcast_binomial")
 def test_broadcast_is_a_binomial_tree(world: World) -> None:
     p, n = world.size, 7
     num_rounds = math.ceil(math.log2(p))
@@ -186,10 +173,7 @@ def test_broadcast_is_a_binomial_tree(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce")
-@pytest.mark.concept(
-    "a reduce leaves the elementwise sum of every rank's tensor on dst alone: partial sums flow up a tree"
-    " toward dst, each rank adding its children's sums to its own before sending once"
-)
+@pytest.mark.concept("reduce_sum")
 def test_reduce_sum_on_every_root(world: World) -> None:
     p = world.size
     for dst in roots(p):
@@ -205,10 +189,7 @@ def test_reduce_sum_on_every_root(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce")
-@pytest.mark.concept(
-    "a reduce owes nothing to the non-root ranks: add incoming partial sums into a scratch buffer, so the"
-    " caller's tensor on a non-root rank keeps its input"
-)
+@pytest.mark.concept("reduce_scratch")
 def test_reduce_leaves_other_ranks_unchanged(world: World) -> None:
     p = world.size
     for dst in roots(p):
@@ -225,10 +206,7 @@ def test_reduce_leaves_other_ranks_unchanged(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce")
-@pytest.mark.concept(
-    "a reduce sums in the tensor's own dtype, as dist.reduce does: add received partial sums with + in "
-    "that dtype, without a detour through another one"
-)
+@pytest.mark.concept("reduce_any_tensor")
 def test_reduce_dtypes(world: World) -> None:
     p = world.size
     dst = p - 1
@@ -243,10 +221,7 @@ def test_reduce_dtypes(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce")
-@pytest.mark.concept(
-    "a reduce works on any shape (0-d, 1 element, fewer elements than ranks): operate on the whole "
-    "tensor, not on a chunking that assumes N >= p"
-)
+@pytest.mark.concept("reduce_any_tensor")
 def test_reduce_odd_shapes(world: World) -> None:
     p = world.size
     dst = 1 % p
@@ -259,10 +234,7 @@ def test_reduce_odd_shapes(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce")
-@pytest.mark.concept(
-    "in a reduce tree each non-root rank sends its partial sum to its parent exactly once and the root "
-    "sends nothing: p - 1 messages in all, each the whole tensor"
-)
+@pytest.mark.concept("reduce_tree_messages")
 def test_reduce_message_counts(world: World) -> None:
     p, n, dst = world.size, 6, world.size // 2
     inputs = [rand((n,), torch.int64, seed=r) for r in range(p)]
@@ -302,17 +274,14 @@ def check_gather(results: list, inputs: list[torch.Tensor], p: int, what: str = 
 
 
 @pytest.mark.part("01.all_gather")
-@pytest.mark.concept(
-    "after an all-gather tensor_list[j] on every rank holds rank j's tensor: slot j belongs to rank j, on"
-    " every rank"
-)
+@pytest.mark.concept("gather_slots")
 def test_all_gather_int64(world: World) -> None:
     inputs = [rand((5,), torch.int64, seed=r) for r in range(world.size)]
     check_gather(call(world, "all_gather", gather_args(inputs)), inputs, world.size)
 
 
 @pytest.mark.part("01.all_gather")
-@pytest.mark.concept("an all-gather only moves bytes: every dtype arrives bit for bit in slot j = rank j")
+@pytest.mark.concept("gather_dtypes")
 def test_all_gather_dtypes(world: World) -> None:
     for i, dtype in enumerate(COPY_DTYPES):
         inputs = [rand((2, 3), dtype, seed=10 * i + r) for r in range(world.size)]
@@ -322,10 +291,7 @@ def test_all_gather_dtypes(world: World) -> None:
 
 
 @pytest.mark.part("01.all_gather")
-@pytest.mark.concept(
-    "an all-gather may carry tensors of different shapes: slot j has rank j's shape, so receive into "
-    "tensor_list[j] itself rather than into a buffer shaped like your own input"
-)
+@pytest.mark.concept("gather_uneven")
 def test_all_gather_uneven_sizes(world: World) -> None:
     # torch.distributed.all_gather documents uneven sizes: rank j's slot has rank j's shape.
     p = world.size
@@ -337,10 +303,7 @@ def test_all_gather_uneven_sizes(world: World) -> None:
 
 
 @pytest.mark.part("01.all_gather")
-@pytest.mark.concept(
-    "an all-gather writes every slot, your own included: copy (overwrite), never add into what the slots "
-    "held before"
-)
+@pytest.mark.concept("gather_slots")
 def test_all_gather_overwrites_every_slot(world: World) -> None:
     # Slots start full of garbage, own slot included: all of them must be written, not added to.
     inputs = [torch.full((4,), 10 + r, dtype=torch.int64) for r in range(world.size)]
@@ -348,10 +311,7 @@ def test_all_gather_overwrites_every_slot(world: World) -> None:
 
 
 @pytest.mark.part("01.all_gather")
-@pytest.mark.concept(
-    "in an all-gather a rank needs only the other p - 1 tensors: (p-1) * n elements received, and its own"
-    " slot is a local copy, not a message"
-)
+@pytest.mark.concept("gather_minimal_data")
 def test_all_gather_moves_minimal_data(world: World) -> None:
     p, n = world.size, 5
     inputs = [rand((n,), torch.int64, seed=r) for r in range(p)]
@@ -393,19 +353,13 @@ def check_reduce_scatter(
 
 
 @pytest.mark.part("01.reduce_scatter")
-@pytest.mark.concept(
-    "after a reduce-scatter rank j holds the sum over ranks r of input_list[j] from rank r: block j of "
-    "everyone's input is reduced onto rank j"
-)
+@pytest.mark.concept("rs_sum")
 def test_reduce_scatter_int64(world: World) -> None:
     check_reduce_scatter(world, scatter_inputs([(6,)] * world.size, torch.int64, seed=0))
 
 
 @pytest.mark.part("01.reduce_scatter")
-@pytest.mark.concept(
-    "a reduce-scatter sums in the tensors' own dtype (int64 beyond 2^53 included), as dist.reduce_scatter"
-    " does"
-)
+@pytest.mark.concept("rs_dtypes")
 def test_reduce_scatter_dtypes(world: World) -> None:
     for i, dtype in enumerate(SUM_DTYPES):
         inputs = scatter_inputs([(2, 3)] * world.size, dtype, seed=100 * i)
@@ -419,10 +373,7 @@ def test_reduce_scatter_dtypes(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce_scatter")
-@pytest.mark.concept(
-    "a reduce-scatter's blocks may differ in shape: block j has rank j's output shape, and only block j "
-    "travels to rank j"
-)
+@pytest.mark.concept("rs_uneven")
 def test_reduce_scatter_uneven_sizes(world: World) -> None:
     # Rank j's output may have its own shape; input_list[j] matches it on every rank.
     p = world.size
@@ -436,20 +387,14 @@ def test_reduce_scatter_uneven_sizes(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce_scatter")
-@pytest.mark.concept(
-    "a reduce-scatter overwrites the output tensor with the sum: start from your own block, not from what"
-    " the output held"
-)
+@pytest.mark.concept("rs_sum")
 def test_reduce_scatter_overwrites_output(world: World) -> None:
     # output starts full of garbage: it must be overwritten with the sum, not added to.
     check_reduce_scatter(world, scatter_inputs([(4,)] * world.size, torch.int64, seed=9), fill=999)
 
 
 @pytest.mark.part("01.reduce_scatter")
-@pytest.mark.concept(
-    "in a reduce-scatter rank j receives block j from each of the other p - 1 ranks and nothing else: "
-    "(p-1) * n elements"
-)
+@pytest.mark.concept("rs_minimal_data")
 def test_reduce_scatter_moves_minimal_data(world: World) -> None:
     p, n = world.size, 4
     inputs = scatter_inputs([(n,)] * p, torch.int64, seed=3)
@@ -500,16 +445,13 @@ def check_all_to_all(world: World, inputs: list[list[torch.Tensor]], fill: int =
 
 
 @pytest.mark.part("01.all_to_all")
-@pytest.mark.concept(
-    "all-to-all is a transpose across ranks: output_tensor_list[j] on rank r is input_tensor_list[r] of "
-    "rank j"
-)
+@pytest.mark.concept("a2a_transpose")
 def test_all_to_all_int64(world: World) -> None:
     check_all_to_all(world, a2a_inputs([[3] * world.size] * world.size, torch.int64, seed=0))
 
 
 @pytest.mark.part("01.all_to_all")
-@pytest.mark.concept("all-to-all only moves bytes: every dtype arrives bit for bit in the transposed slot")
+@pytest.mark.concept("a2a_dtypes")
 def test_all_to_all_dtypes(world: World) -> None:
     p = world.size
     for i, dtype in enumerate(COPY_DTYPES):
@@ -517,10 +459,7 @@ def test_all_to_all_dtypes(world: World) -> None:
 
 
 @pytest.mark.part("01.all_to_all")
-@pytest.mark.concept(
-    "all-to-all splits may be uneven: the block rank r sends to rank j has its own size, and rank j "
-    "receives it into slot r with that size"
-)
+@pytest.mark.concept("a2a_uneven")
 def test_all_to_all_uneven_splits(world: World) -> None:
     # Like MoE token dispatch (and torch's "uneven split" example): rank r sends (r + 2j) % 3 + 1
     # elements to rank j.
@@ -530,19 +469,14 @@ def test_all_to_all_uneven_splits(world: World) -> None:
 
 
 @pytest.mark.part("01.all_to_all")
-@pytest.mark.concept(
-    "all-to-all writes every output slot, your own included (a local copy): overwrite, never accumulate"
-)
+@pytest.mark.concept("a2a_transpose")
 def test_all_to_all_overwrites_every_slot(world: World) -> None:
     # Output slots start full of garbage, own slot included.
     check_all_to_all(world, a2a_inputs([[4] * world.size] * world.size, torch.int64, seed=8), fill=999)
 
 
 @pytest.mark.part("01.all_to_all")
-@pytest.mark.concept(
-    "pairwise all-to-all takes p - 1 rounds: in round k rank r sends to (r + k) mod p and receives from "
-    "(r - k) mod p, so each pair of ranks exchanges exactly once"
-)
+@pytest.mark.concept("a2a_pairwise")
 def test_all_to_all_pairwise_rounds(world: World) -> None:
     p = world.size
     sizes = [[r + j + 1 for j in range(p)] for r in range(p)]
@@ -575,16 +509,13 @@ def check_all_reduce(world: World, inputs: list[torch.Tensor], what: str = "") -
 
 
 @pytest.mark.part("01.all_reduce")
-@pytest.mark.concept(
-    "an all-reduce leaves the elementwise sum of every rank's tensor on every rank, written into the "
-    "caller's tensor"
-)
+@pytest.mark.concept("allreduce_sum")
 def test_all_reduce_int64(world: World) -> None:
     check_all_reduce(world, [rand((7,), torch.int64, seed=r) for r in range(world.size)])
 
 
 @pytest.mark.part("01.all_reduce")
-@pytest.mark.concept("an all-reduce sums in the tensor's own dtype, as dist.all_reduce does")
+@pytest.mark.concept("allreduce_dtypes")
 def test_all_reduce_dtypes(world: World) -> None:
     p = world.size
     for i, dtype in enumerate(SUM_DTYPES):
@@ -595,9 +526,7 @@ def test_all_reduce_dtypes(world: World) -> None:
 
 
 @pytest.mark.part("01.all_reduce")
-@pytest.mark.concept(
-    "an all-reduce works on any shape (0-d, 1 element, fewer elements than ranks) and writes the sum in place"
-)
+@pytest.mark.concept("allreduce_sum")
 def test_all_reduce_odd_shapes(world: World) -> None:
     for i, shape in enumerate(ODD_SHAPES):
         check_all_reduce(
@@ -606,10 +535,7 @@ def test_all_reduce_odd_shapes(world: World) -> None:
 
 
 @pytest.mark.part("01.all_reduce")
-@pytest.mark.concept(
-    "float addition is not associative: if each rank adds the p contributions in its own order, ranks end"
-    " up with different bits; reduce once (in one order) and broadcast the result"
-)
+@pytest.mark.concept("allreduce_bitwise")
 def test_all_reduce_float_is_bitwise_identical_on_every_rank(world: World) -> None:
     # torch: "After the call tensor is going to be bitwise identical in all processes." Random floats make
     # every summation order round differently, so ranks that each sum in their own order disagree.

@@ -60,6 +60,7 @@ ALLREDUCES = (
 
 
 @pytest.mark.part("03.alpha_beta")
+@pytest.mark.concept("allreduce_costs")
 def test_ground_truth_regimes(world: World) -> None:
     # ground-truth.md §2 / Appendix A: p = 8, alpha = 5 us, B = 50 GB/s, gamma = 0, in us to 2 decimals
     table = {
@@ -77,6 +78,7 @@ def test_ground_truth_regimes(world: World) -> None:
 
 @pytest.mark.part("03.alpha_beta")
 @pytest.mark.parametrize("name", ALLREDUCES)
+@pytest.mark.concept("allreduce_costs")
 def test_allreduce_costs(world: World, reference, name: str) -> None:
     ref = getattr(reference("costs"), name)
     calls = [
@@ -90,6 +92,7 @@ def test_allreduce_costs(world: World, reference, name: str) -> None:
 
 
 @pytest.mark.part("03.alpha_beta")
+@pytest.mark.concept("gamma_default")
 def test_gamma_is_optional(world: World, reference) -> None:
     ref = reference("costs")
     for name in ALLREDUCES:
@@ -99,6 +102,7 @@ def test_gamma_is_optional(world: World, reference) -> None:
 
 @pytest.mark.part("03.alpha_beta")
 @pytest.mark.parametrize("name", ["pairwise_alltoall_time", "bruck_alltoall_time"])
+@pytest.mark.concept("alltoall_costs")
 def test_alltoall_costs(world: World, reference, name: str) -> None:
     ref = getattr(reference("costs"), name)
     calls = [(p, m, a, b) for p in (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 33) for m in (0, 64, 1 << 20) for a, b in
@@ -108,6 +112,7 @@ def test_alltoall_costs(world: World, reference, name: str) -> None:
 
 
 @pytest.mark.part("03.alpha_beta")
+@pytest.mark.concept("alltoall_costs")
 def test_bruck_power_of_two_is_mpich_formula(world: World) -> None:
     # MPICH alltoall_intra_brucks.c: lgp.alpha + (n/2).lgp.beta, n = p * block
     calls = [(p, 1000, ALPHA, BETA) for p in (2, 4, 8, 16, 64)]
@@ -134,6 +139,7 @@ COLLECTIVES = (
 
 
 @pytest.mark.part("03.bus_bandwidth")
+@pytest.mark.concept("busbw_factor")
 def test_factors_from_nccl_tests(world: World) -> None:
     # nccl-tests src/*.cu GetBw (ground-truth.md §1), n = 8
     expected = (1.75, 0.875, 0.875, 0.875, 1.0, 1.0, 1.0, 0.875, 0.875, 1.0)
@@ -143,6 +149,7 @@ def test_factors_from_nccl_tests(world: World) -> None:
 
 
 @pytest.mark.part("03.bus_bandwidth")
+@pytest.mark.concept("algbw_bytes")
 def test_bandwidths_against_reference(world: World, reference) -> None:
     ref = reference("nccl_tests")
     shapes = [(1 << 25, 4, 1e-3, 8), (1000, 2, 3.5e-5, 3), (7, 8, 1e-6, 16), (1 << 20, 1, 0.25, 2)]
@@ -165,6 +172,7 @@ def test_bandwidths_against_reference(world: World, reference) -> None:
 
 
 @pytest.mark.part("03.bus_bandwidth")
+@pytest.mark.concept("algbw_bytes")
 def test_all_gather_counts_the_whole_buffer(world: World) -> None:
     # all_gather_perf with 8 ranks, count = 1 Mi floats per rank, 1 ms: S = 32 MiB, algbw 33.55 GB/s
     [got] = many(world, "nccl_tests", "nccl_tests_bandwidth", [("AllGather", 1 << 20, 4, 1e-3, 8)])
@@ -173,6 +181,7 @@ def test_all_gather_counts_the_whole_buffer(world: World) -> None:
 
 
 @pytest.mark.part("03.bus_bandwidth")
+@pytest.mark.concept("lower_bound")
 def test_lower_bound(world: World, reference) -> None:
     ref = reference("nccl_tests")
     calls = [(n, p, bw) for n in (8, 1e6, 16_060_522_496) for p in (2, 3, 8, 64) for bw in (50e9, 450e9)]
@@ -184,6 +193,7 @@ def test_lower_bound(world: World, reference) -> None:
 
 
 @pytest.mark.part("03.bus_bandwidth")
+@pytest.mark.concept("unknown_collective")
 def test_unknown_collective(world: World) -> None:
     try:
         [res] = world.call("nccl_tests", "busbw_factor", args=[("AllToAll", 8)])  # nccl-tests spells AlltoAll
@@ -198,6 +208,7 @@ def test_unknown_collective(world: World) -> None:
 
 
 @pytest.mark.part("03.crossover")
+@pytest.mark.concept("crossover_solve")
 def test_crossovers_against_reference(world: World, reference) -> None:
     ref = reference("costs")
     calls = [(p, a, b, g) for p in (2, 3, 4, 5, 6, 8, 12, 16, 33, 64) for a, b, g in
@@ -208,6 +219,7 @@ def test_crossovers_against_reference(world: World, reference) -> None:
 
 
 @pytest.mark.part("03.crossover")
+@pytest.mark.concept("crossover_solve")
 def test_costs_meet_at_the_crossover(world: World, reference) -> None:
     ref = reference("costs")
     for name, other in (
@@ -221,6 +233,7 @@ def test_costs_meet_at_the_crossover(world: World, reference) -> None:
 
 
 @pytest.mark.part("03.crossover")
+@pytest.mark.concept("crossover_solve")
 def test_ground_truth_crossover(world: World) -> None:
     # p = 8, 5 us, 50 GB/s: ring 14 alpha + 1.75 n beta, RD 3 alpha + 3 n beta -> n* = 11 alpha / 1.25 beta
     [n] = many(world, "costs", "crossover_ring_recursive_doubling", [(8, ALPHA, BETA)])
@@ -228,6 +241,7 @@ def test_ground_truth_crossover(world: World) -> None:
 
 
 @pytest.mark.part("03.crossover")
+@pytest.mark.concept("crossover_edges")
 def test_edge_cases(world: World) -> None:
     got = many(world, "costs", "crossover_ring_tree", [(2, ALPHA, BETA), (3, ALPHA, BETA)])
     assert got == [0.0, 0.0], f"p = 2, 3: a tree has as many latencies as the ring, ring always wins: {got}"
@@ -251,6 +265,7 @@ def synthetic(alpha: float, beta: float, seed: int) -> tuple[list[int], list[flo
 
 
 @pytest.mark.part("03.fit")
+@pytest.mark.concept("weighted_fit")
 def test_fit_recovers_a_clean_line(world: World) -> None:
     sizes = [1024, 4096, 65536, 1 << 20, 1 << 24]
     times = [40e-6 + s / 2.5e9 for s in sizes]
@@ -263,6 +278,7 @@ def test_fit_recovers_a_clean_line(world: World) -> None:
 
 
 @pytest.mark.part("03.fit")
+@pytest.mark.concept("weighted_fit")
 def test_fit_matches_least_squares(world: World, reference) -> None:
     ref = reference("measure")
     calls = []
@@ -281,6 +297,7 @@ def test_fit_matches_least_squares(world: World, reference) -> None:
 
 
 @pytest.mark.part("03.fit")
+@pytest.mark.concept("link_params")
 def test_link_parameters(world: World, reference) -> None:
     ref = reference("measure")
     calls = [(a, b, p) for a in (1e-4, 3e-5) for b in (1e-9, 4e-10) for p in (2, 3, 4, 8)]
@@ -322,6 +339,7 @@ def fastest(world: World, sizes: list[int]) -> list[float]:
 
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
+@pytest.mark.concept("bench_sync")
 def test_timing_contract(world: World) -> None:
     sizes = [1 << 10, 1 << 16, 1 << 20]
     results = measure(world, sizes, iters=4, warmup=2)
@@ -345,6 +363,7 @@ def test_timing_contract(world: World) -> None:
 
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
+@pytest.mark.concept("bench_per_call")
 def test_seconds_and_growth(world: World) -> None:
     failures = []
     for _ in range(ATTEMPTS):
@@ -362,6 +381,7 @@ def test_seconds_and_growth(world: World) -> None:
 
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
+@pytest.mark.concept("bench_per_call")
 def test_time_is_per_call(world: World) -> None:
     # the same 1 MiB all-reduce timed over 2 and over 16 calls: a median per call does not care, a total is
     # 8 times larger. Each side is the fastest of all its runs so far (load only adds time), so the ratio
@@ -383,6 +403,7 @@ def test_time_is_per_call(world: World) -> None:
 
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
+@pytest.mark.concept("bench_predicts")
 def test_fit_predicts_held_out_sizes(world: World, reference) -> None:
     ref = reference("measure")
     sizes = sorted(FIT_SIZES + HELD_OUT)  # interleaved, measured in the same runs

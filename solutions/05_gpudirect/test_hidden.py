@@ -87,6 +87,7 @@ def close(got: Any, expected: float, what: str) -> None:
 
 @pytest.mark.part("05.paths")
 class TestPaths:
+    @pytest.mark.concept("hop_class")
     def test_every_hop_type(self, world: World, reference) -> None:
         ref = reference("gdr")
         for name, topo in TOPOLOGIES.items():
@@ -94,6 +95,7 @@ class TestPaths:
             for ((a, b), _), got in zip(calls, many(world, "gdr", "hop_type", topo, calls), strict=True):
                 assert got == ref.hop_type(topo, a, b), f"{name}: hop_type({a}, {b}) = {got!r}"
 
+    @pytest.mark.concept("path_class")
     def test_every_path_type(self, world: World, reference) -> None:
         ref = reference("gdr")
         for name, topo in TOPOLOGIES.items():
@@ -102,6 +104,7 @@ class TestPaths:
             for ((a, b), _), got in zip(calls, many(world, "gdr", "path_type", topo, calls), strict=True):
                 assert got == ref.path_type(topo, a, b), f"{name}: path_type({a}, {b}) = {got!r}"
 
+    @pytest.mark.concept("path_class")
     def test_nvidia_smi_classes(self, world: World) -> None:
         # nvidia-smi topo -m on a DGX-2 (NVIDIA/nccl-tests#78): GPU0 - mlx5_0..3 PIX PXB NODE NODE (NODE is
         # PHB to NCCL), then SYS; on 8-NIC H100/H800 boxes (deepseek-ai/DeepEP#128, NVIDIA/nccl#933): GPU i -
@@ -118,6 +121,7 @@ class TestPaths:
             got = many(world, "gdr", "path_type", TOPOLOGIES[name], [(e, {}) for e in ends])
             assert got == expected, f"{name} {ends}: got {got}, nvidia-smi says {expected}"
 
+    @pytest.mark.concept("bounce_path")
     def test_data_paths(self, world: World, reference) -> None:
         ref = reference("gdr")
         for name, topo in TOPOLOGIES.items():
@@ -134,6 +138,7 @@ class TestPaths:
                         f"expected {expected[key]!r}"
                     )
 
+    @pytest.mark.concept("bounce_path")
     def test_bounce_costs_on_an_h100_box(self, world: World) -> None:
         topo = TOPOLOGIES["hgx_h100_like"]
         calls = [(("gpu0", "nic0"), {"gdr": g}) for g in (True, False)] + [(("gpu0", "nic6"), {"gdr": False})]
@@ -164,6 +169,7 @@ LEVELS = {
 
 @pytest.mark.part("05.gdr_level")
 class TestGdrLevel:
+    @pytest.mark.concept("level_parsing")
     def test_parse_every_form(self, world: World) -> None:
         for value, expected in [*LEVELS.items(), (None, None)]:
             [res] = world.call("gdr", "parse_gdr_level", args=[(value,)])
@@ -171,6 +177,7 @@ class TestGdrLevel:
                 f"parse_gdr_level({value!r}) = {res.returned!r}, NCCL reads it as {expected!r}"
             )
 
+    @pytest.mark.concept("gdr_decision")
     def test_decisions_match_nccl(self, world: World, reference) -> None:
         ref = reference("gdr")
         envs = [{}, {"NCCL_NET_GDR_READ": "1"}, {"NCCL_NET_GDR_READ": "0"}, {"NCCL_NET_GDR_C2C": "0"}] + [
@@ -184,6 +191,7 @@ class TestGdrLevel:
                 expected = ref.gdr_enabled(topo, g, n, env, **kw)
                 assert got is expected, f"{name}: gdr_enabled({g}, {n}, {env}, read={kw['read']}) = {got!r}"
 
+    @pytest.mark.concept("gdr_decision")
     def test_known_decisions(self, world: World) -> None:
         cases = [  # (topology, gpu, nic, env, read, expected, why)
             ("workstation", "gpu0", "nic0", {}, False, False, "PHB is past the default PXB/P2C level"),
@@ -240,6 +248,7 @@ def placements(name: str) -> dict[str, dict[str, list[str]]]:
 
 @pytest.mark.part("05.checkpoint")
 class TestCheckpoint:
+    @pytest.mark.concept("checkpoint_size")
     def test_checkpoint_bytes(self, world: World) -> None:
         cases = [
             (LLAMA3_8B, True, 112_423_657_472),
@@ -255,6 +264,7 @@ class TestCheckpoint:
                 "(bf16 weights 2 B + fp32 master, m, v 12 B per parameter; gradients are not saved)"
             )
 
+    @pytest.mark.concept("phase_bottleneck")
     def test_phase_seconds(self, world: World, reference) -> None:
         ref = reference("gds")
         cases = {
@@ -278,6 +288,7 @@ class TestCheckpoint:
             for flows, value in zip(flow_sets, got, strict=True):
                 close(value, ref.phase_seconds(topo, flows), f"{name}: phase_seconds({flows})")
 
+    @pytest.mark.concept("phase_bottleneck")
     def test_full_duplex_and_max(self, world: World) -> None:
         # 10 GB each way over one Gen4 x16 root port: 10e9 / 31.5e9 s, not twice that (the two directions are
         # separate lanes); a drive at 3.5 GB/s write bounds a second flow harder than the link does
@@ -287,6 +298,7 @@ class TestCheckpoint:
         close(up_down, 1e10 / (pcie.pcie_gbps(4, 16) * 1e9), "10 GB up and 10 GB down a Gen4 x16 link")
         close(to_drive, 1e10 / 3.5e9, "10 GB into a drive that writes 3.5 GB/s")
 
+    @pytest.mark.concept("bounce_phases")
     def test_checkpoint_seconds(self, world: World, reference) -> None:
         ref = reference("gds")
         for name, topo in TOPOLOGIES.items():
@@ -302,6 +314,7 @@ class TestCheckpoint:
             ):
                 close(got, ref.checkpoint_seconds(topo, **kw), f"{name}: checkpoint_seconds({kw})")
 
+    @pytest.mark.concept("bounce_phases")
     def test_gds_on_the_workstation_by_hand(self, world: World) -> None:
         # 10 GB from gpu0 to its drive. GDS: the drive writes 3.5 GB/s (PM9A3), slower than its Gen4 x4 link
         # (7.88) and the GPU's x16 (31.5): 10/3.5 s. Without: + the copy into host memory, 10/31.5 s first.
@@ -315,6 +328,7 @@ class TestCheckpoint:
         for value, want, what in zip(got, expected, whats, strict=True):
             close(value, want, f"workstation, 10 GB: {what}")
 
+    @pytest.mark.concept("bounce_phases")
     def test_shared_uplink_hurts_without_gds(self, world: World) -> None:
         # DGX A100: two GPUs per Gen4 x16 uplink, a 200 Gb/s NIC each as the path to remote storage. Without
         # GDS both GPUs' bytes cross the one uplink twice (up to host memory, down to the NICs).
@@ -327,6 +341,7 @@ class TestCheckpoint:
         close(direct, 1e11 / 25e9, "GDS: each GPU's 100 GB through its own 25 GB/s NIC")
         close(bounced, 2 * (2e11 / x16), "no GDS: 200 GB up the shared uplink, then 200 GB down it")
 
+    @pytest.mark.concept("unknown_op")
     def test_unknown_op_is_an_error(self, world: World) -> None:
         inputs = {
             "module": "gds",

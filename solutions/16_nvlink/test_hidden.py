@@ -62,6 +62,7 @@ def check(got: Any, expected: float, *, what: str, rel: float = 1e-9) -> None:
 
 @pytest.mark.part("16.bandwidth")
 class TestBandwidth:
+    @pytest.mark.concept("per_direction")
     def test_to_convention(self, world: World) -> None:
         for value in (25.0, 450.0, 1800.0, 3.0):
             for quoted in CONVENTIONS:
@@ -73,6 +74,7 @@ class TestBandwidth:
                         what=f"to_convention({value}, {quoted!r}, {want!r})",
                     )
 
+    @pytest.mark.concept("per_direction")
     @pytest.mark.parametrize(
         ("generation", "bidirectional"),
         [("nvlink2", 300), ("nvlink3", 600), ("nvlink4", 900), ("nvlink5", 1800)],
@@ -85,6 +87,7 @@ class TestBandwidth:
         got_one = call(world, "nvlink_gpu_gb_s", generation, PER_DIRECTION)
         check(got_one, bidirectional / 2, what=f"nvlink_gpu_gb_s({generation!r}, 'per-direction')")
 
+    @pytest.mark.concept("link_count")
     def test_per_link_counts(self, world: World) -> None:
         hw = load()
         for generation, gen in hw.nvlink.items():
@@ -96,11 +99,13 @@ class TestBandwidth:
                         what=f"nvlink_gpu_gb_s({generation!r}, {want!r}, links={links})",
                     )
 
+    @pytest.mark.concept("link_count")
     def test_one_link_per_direction(self, world: World) -> None:
         # scaling book gpus.md: NVLink 4 "25GB/s each way"; NVLink 5 50 GB/s (ground-truth.md §7.1)
         check(call(world, "nvlink_gpu_gb_s", "nvlink4", PER_DIRECTION, 1), 25, what="one NVLink 4 link")
         check(call(world, "nvlink_gpu_gb_s", "nvlink5", PER_DIRECTION, 1), 50, what="one NVLink 5 link")
 
+    @pytest.mark.concept("copy_one_direction")
     def test_p2p_time(self, world: World, reference) -> None:
         ref = reference("nvlink")
         for generation in ("nvlink3", "nvlink4", "nvlink5"):
@@ -121,25 +126,44 @@ class TestBandwidth:
 
 @pytest.mark.part("16.allreduce")
 class TestAllReduce:
+    @pytest.mark.concept("ring_cost")
     def test_ring_matches_reference(self, world: World, reference) -> None:
         ref = reference("nvlink")
         for p in (2, 3, 8, 72):
             for gpu_gb_s in (25.0, 450.0, 900.0):
-                for alpha in (0.0, 5e-6):
-                    for nbytes in (8, 1 << 20, 1e9):
-                        check(
-                            call(world, "ring_allreduce_time_s", nbytes, p, gpu_gb_s, alpha),
-                            ref.ring_allreduce_time_s(nbytes, p, gpu_gb_s, alpha),
-                            what=f"ring_allreduce_time_s({nbytes}, p={p}, {gpu_gb_s} GB/s, alpha={alpha})",
-                        )
+                for nbytes in (8, 1 << 20, 1e9):
+                    check(
+                        call(world, "ring_allreduce_time_s", nbytes, p, gpu_gb_s, 0.0),
+                        ref.ring_allreduce_time_s(nbytes, p, gpu_gb_s, 0.0),
+                        what=f"ring_allreduce_time_s({nbytes}, p={p}, {gpu_gb_s} GB/s, alpha=0)",
+                    )
 
+    @pytest.mark.concept("ring_cost")
     def test_ring_closed_form(self, world: World) -> None:
-        # nccl-tests doc/PERFORMANCE.md: t = 2(n-1)/n * S/B; MPICH ring: 2(p-1) latency terms
+        # nccl-tests doc/PERFORMANCE.md: t = 2(n-1)/n * S/B
         check(call(world, "ring_allreduce_time_s", 1e9, 8, 450.0, 0.0), 1.75 / 450, what="1 GB, 8 GPUs")
-        got = call(world, "ring_allreduce_time_s", 0, 8, 450.0, 1e-6)
-        check(got, 14e-6, what="an empty ring all-reduce over 8 GPUs with alpha = 1 us (2(p-1) steps)")
+        check(call(world, "ring_allreduce_time_s", 1e9, 72, 900.0), 2 * 71 / 72 / 900, what="1 GB, 72 GPUs")
         check(call(world, "ring_allreduce_time_s", 1e9, 1, 450.0, 1e-6), 0.0, what="one GPU")
 
+    @pytest.mark.concept("ring_latency")
+    def test_ring_latency(self, world: World) -> None:
+        # MPICH ring: 2(p-1) latency terms, added to the bandwidth term (judged as the difference alpha makes,
+        # so a slip in the bandwidth term does not also cost this concept)
+        got = call(world, "ring_allreduce_time_s", 0, 8, 450.0, 1e-6)
+        check(got, 14e-6, what="an empty ring all-reduce over 8 GPUs with alpha = 1 us (2(p-1) steps)")
+        for p in (2, 3, 8, 72):
+            for alpha in (1e-6, 5e-6):
+                for nbytes in (8, 1e9):
+                    with_alpha = number(call(world, "ring_allreduce_time_s", nbytes, p, 450.0, alpha), "time")
+                    without = number(call(world, "ring_allreduce_time_s", nbytes, p, 450.0, 0.0), "time")
+                    check(
+                        with_alpha - without,
+                        2 * (p - 1) * alpha,
+                        what=f"latency part of ring_allreduce_time_s({nbytes}, p={p}, alpha={alpha})",
+                        rel=1e-6,  # a difference of two times: float rounding of the larger one shows
+                    )
+
+    @pytest.mark.concept("in_switch_reduction")
     def test_nvls(self, world: World, reference) -> None:
         ref = reference("nvlink")
         for nbytes in SIZES:
@@ -150,6 +174,7 @@ class TestAllReduce:
                     what=f"nvls_allreduce_time_s({nbytes}, {gpu_gb_s})",
                 )
 
+    @pytest.mark.concept("ring_cost")
     def test_domains(self, world: World, reference) -> None:
         ref = reference("nvlink")
         for node in NODES:
@@ -160,6 +185,7 @@ class TestAllReduce:
                     what=f"domain_allreduce_time_s({nbytes}, {node!r})",
                 )
 
+    @pytest.mark.concept("ring_cost")
     def test_nvl72_against_an_8_gpu_box(self, world: World) -> None:
         # same per-GPU NVLink (B200, 900 GB/s per direction): 9x the GPUs cost only (71/72)/(7/8) = 1.127x
         h100 = call(world, "domain_allreduce_time_s", 1e9, "dgx_h100")
@@ -169,6 +195,7 @@ class TestAllReduce:
         check(b200, 2 * 7 / 8 / 900, what="1 GB in a DGX B200 (8 x 900 GB/s)")
         check(nvl72, 2 * 71 / 72 / 900, what="1 GB in a GB200 NVL72 (72 x 900 GB/s)")
 
+    @pytest.mark.concept("two_level")
     def test_two_level(self, world: World, reference) -> None:
         ref = reference("nvlink")
         for domains, g in ((9, 8), (2, 8), (4, 72), (3, 4)):
@@ -181,6 +208,7 @@ class TestAllReduce:
                         what=f"two_level_allreduce_time_s{args}",
                     )
 
+    @pytest.mark.concept("two_level")
     def test_two_level_edges(self, world: World) -> None:
         # one domain: just the NVLink ring; one GPU per domain: just the ring over the NICs
         got = call(world, "two_level_allreduce_time_s", 1e9, 1, 8, 450.0, 50.0)
@@ -199,42 +227,48 @@ class TestAllReduce:
 
 @pytest.mark.part("16.bisection")
 class TestBisection:
-    def test_closed_form(self, world: World, reference) -> None:
+    def _closed_form(self, world: World, reference, want: str) -> None:
         ref = reference("nvlink")
         for n in (2, 8, 16, 72, 576):
             for gpu_gb_s in (50.0, 450.0, 900.0):
-                for want in CONVENTIONS:
-                    check(
-                        call(world, "bisection_gb_s", n, gpu_gb_s, want),
-                        ref.bisection_gb_s(n, gpu_gb_s, want),
-                        what=f"bisection_gb_s({n}, {gpu_gb_s}, {want!r})",
-                    )
+                check(
+                    call(world, "bisection_gb_s", n, gpu_gb_s, want),
+                    ref.bisection_gb_s(n, gpu_gb_s, want),
+                    what=f"bisection_gb_s({n}, {gpu_gb_s}, {want!r})",
+                )
+        for node in NODES:
+            check(
+                call(world, "domain_bisection_gb_s", node, want),
+                ref.domain_bisection_gb_s(node, want),
+                what=f"domain_bisection_gb_s({node!r}, {want!r})",
+            )
 
-    def test_published(self, world: World) -> None:
-        # scaling book gpus.md Quiz 2: 8xH100 bisection 3.6 TB/s counting both directions ("what NVIDIA
-        # reports", NVSwitch Hot Chips 2022); one way it is 4 GPUs x 450 = 1.8 TB/s
-        check(
-            call(world, "domain_bisection_gb_s", "dgx_h100", BIDIRECTIONAL), 3600, what="DGX H100, both ways"
-        )
+    @pytest.mark.concept("cut_capacity")
+    def test_one_way(self, world: World, reference) -> None:
+        self._closed_form(world, reference, PER_DIRECTION)
+
+    @pytest.mark.concept("cut_capacity")
+    def test_published_one_way(self, world: World) -> None:
+        # scaling book gpus.md Quiz 2: one way across a DGX H100's cut, 4 GPUs x 450 = 1.8 TB/s; NVL72: 36
+        # GPUs send 900 GB/s each way, 32.4 TB/s
         check(call(world, "domain_bisection_gb_s", "dgx_h100", PER_DIRECTION), 1800, what="DGX H100, one way")
-
-    def test_nvl72_bisection_is_half_its_aggregate(self, world: World) -> None:
-        # NVIDIA's "130 TB/s" for NVL72 is 72 x 1.8 TB/s: every GPU, both directions. Across a cut, 36 GPUs
-        # send 900 GB/s each way: 32.4 TB/s one way, 64.8 TB/s both ways
         check(
             call(world, "domain_bisection_gb_s", "gb200_nvl72", PER_DIRECTION), 32_400, what="NVL72, one way"
         )
-        check(call(world, "domain_bisection_gb_s", "gb200_nvl72", BIDIRECTIONAL), 64_800, what="NVL72, both")
 
-    def test_domains_match_reference(self, world: World, reference) -> None:
-        ref = reference("nvlink")
-        for node in NODES:
-            for want in CONVENTIONS:
-                check(
-                    call(world, "domain_bisection_gb_s", node, want),
-                    ref.domain_bisection_gb_s(node, want),
-                    what=f"domain_bisection_gb_s({node!r}, {want!r})",
-                )
+    @pytest.mark.concept("bisection_both_ways")
+    def test_both_ways(self, world: World, reference) -> None:
+        self._closed_form(world, reference, BIDIRECTIONAL)
+
+    @pytest.mark.concept("bisection_both_ways")
+    def test_published_both_ways(self, world: World) -> None:
+        # scaling book gpus.md Quiz 2: 8xH100 bisection 3.6 TB/s counting both directions ("what NVIDIA
+        # reports", NVSwitch Hot Chips 2022). NVIDIA's "130 TB/s" for NVL72 is 72 x 1.8 TB/s, every GPU both
+        # ways; across a cut it is half of that: 64.8 TB/s
+        check(
+            call(world, "domain_bisection_gb_s", "dgx_h100", BIDIRECTIONAL), 3600, what="DGX H100, both ways"
+        )
+        check(call(world, "domain_bisection_gb_s", "gb200_nvl72", BIDIRECTIONAL), 64_800, what="NVL72, both")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -243,6 +277,7 @@ class TestBisection:
 
 @pytest.mark.part("16.tp_domain")
 class TestTPDomain:
+    @pytest.mark.concept("group_alignment")
     def test_fits(self, world: World) -> None:
         for domain in (1, 4, 8, 72):
             for tp in (1, 2, 3, 4, 6, 8, 9, 12, 16, 24, 36, 72, 144):
@@ -251,6 +286,7 @@ class TestTPDomain:
                 # tiling ranks 0.. in groups of tp never straddles a domain boundary iff tp divides the domain
                 assert got == (domain % tp == 0), f"tp_fits(tp={tp}, domain_gpus={domain}): got {got}"
 
+    @pytest.mark.concept("group_alignment")
     def test_groups_crossing(self, world: World, reference) -> None:
         ref = reference("nvlink")
         cases = [(144, 16, 72), (48, 6, 8), (64, 8, 8), (144, 24, 72), (24, 12, 8), (216, 27, 72), (8, 8, 72)]
@@ -263,6 +299,7 @@ class TestTPDomain:
         # two NVL72 racks with TP=16: group 4 is ranks 64..79, half in rack 0 and half in rack 1
         assert call(world, "tp_groups_crossing", 144, 16, 72) == [4], "TP=16 over two NVL72 racks"
 
+    @pytest.mark.concept("tp_degree_limits")
     def test_max_tp_degree(self, world: World) -> None:
         for domain in (1, 4, 8, 72):
             for heads in (8, 12, 32, 40, 48, 64, 96, 128):
@@ -270,6 +307,7 @@ class TestTPDomain:
                 assert got == math.gcd(domain, heads), f"max_tp_degree({domain}, {heads}): got {got}"
         assert call(world, "max_tp_degree", 72, 96) == 24, "GPT-3's 96 heads in an NVL72"
 
+    @pytest.mark.concept("layer_comm")
     def test_layer_comm(self, world: World, reference) -> None:
         ref = reference("nvlink")
         for tp, domain in ((8, 8), (16, 8), (8, 72), (16, 72), (2, 8), (1, 8)):
@@ -287,6 +325,7 @@ class TestTPDomain:
             what="fp32 activations",
         )
 
+    @pytest.mark.concept("layer_comm")
     def test_leaving_nvlink_costs_9x(self, world: World) -> None:
         # 70B, s = 8192: 4 x 2(7/8) x 134 MB = 2.09 ms on NVLink (ground-truth.md §10.2); TP=16 over two
         # DGX H100 falls to the 50 GB/s NICs: 4 x 2(15/16) x 134 MB / 50 GB/s = 20.1 ms

@@ -54,31 +54,41 @@ def check(got: Any, expected: float, *, what: str, rel: float = 1e-9) -> None:
 # 17.fat_tree
 
 
+# ground-truth.md Appendix A: radix 32 -> 512 / 8192 hosts, 1280 switches; radix 40 -> 800 /
+# 16000, 2000; radix 64 -> 2048 / 65536, 5120; radix 128 -> 8192 / 524288, 20480.
+# Al-Fares §3: k = 4 -> 16 hosts, 20 switches
+PUBLISHED = {32: (512, 8192, 1280), 40: (800, 16000, 2000), 64: (2048, 65536, 5120), 4: (8, 16, 20)}
+PUBLISHED[128] = (8192, 524288, 20480)
+
+
 @pytest.mark.part("17.fat_tree")
 class TestFatTree:
     RADIXES = (4, 8, 16, 32, 36, 40, 48, 64, 128, 144)
 
+    @pytest.mark.concept("host_capacity")
     def test_two_tier(self, world: World) -> None:
         for k in self.RADIXES:
             integer(call(world, "two_tier_hosts", k), k * k // 2, f"two_tier_hosts({k})")
 
+    @pytest.mark.concept("host_capacity")
     def test_three_tier(self, world: World) -> None:
         for k in self.RADIXES:
             integer(call(world, "three_tier_hosts", k), k**3 // 4, f"three_tier_hosts({k})")
 
+    @pytest.mark.concept("core_tier")
     def test_three_tier_switches(self, world: World) -> None:
         for k in self.RADIXES:
             integer(call(world, "three_tier_switches", k), 5 * k * k // 4, f"three_tier_switches({k})")
 
-    def test_published(self, world: World) -> None:
-        # ground-truth.md Appendix A: radix 32 -> 512 / 8192 hosts, 1280 switches; radix 40 -> 800 /
-        # 16000, 2000; radix 64 -> 2048 / 65536, 5120; radix 128 -> 8192 / 524288, 20480.
-        # Al-Fares §3: k = 4 -> 16 hosts, 20 switches
-        table = {32: (512, 8192, 1280), 40: (800, 16000, 2000), 64: (2048, 65536, 5120), 4: (8, 16, 20)}
-        table[128] = (8192, 524288, 20480)
-        for k, (two, three, switches) in table.items():
+    @pytest.mark.concept("host_capacity")
+    def test_published_hosts(self, world: World) -> None:
+        for k, (two, three, _) in PUBLISHED.items():
             integer(call(world, "two_tier_hosts", k), two, f"two_tier_hosts({k})")
             integer(call(world, "three_tier_hosts", k), three, f"three_tier_hosts({k})")
+
+    @pytest.mark.concept("core_tier")
+    def test_published_switches(self, world: World) -> None:
+        for k, (_, _, switches) in PUBLISHED.items():
             integer(call(world, "three_tier_switches", k), switches, f"three_tier_switches({k})")
 
 
@@ -98,6 +108,7 @@ def size(world: World, n: int, k: int) -> dict[str, Any]:
 
 @pytest.mark.part("17.sizing")
 class TestSizing:
+    @pytest.mark.concept("tier_sizing")
     def test_superpod_b200_table(self, world: World) -> None:
         # docs.nvidia.com/dgx-superpod/reference-architecture-scalable-infrastructure-b200, scaling table
         # (ground-truth.md §7.2): SUs of 32 DGX B200 (256 GPUs, one 400 Gb/s NIC each), QM9700 radix 64
@@ -109,26 +120,49 @@ class TestSizing:
             assert {key: got[key] for key in want} == want, f"{units} SUs ({units * 256} GPUs): got {got}"
             assert got["tiers"] == (2 if cores == 0 else 3), f"{units} SUs: tiers {got['tiers']}"
 
-    def test_h100_superpod_cables(self, world: World) -> None:
-        # scaling book gpus.md: 1024 H100s, 32 leaves, 16 spines; "8 * 16 * 2" leaf-spine cables per SU
+    @pytest.mark.concept("tier_sizing")
+    def test_h100_superpod_switches(self, world: World) -> None:
+        # scaling book gpus.md: 1024 H100s, 32 leaves, 16 spines
         got = size(world, 1024, 64)
         assert (got["leaves"], got["spines"], got["switches"]) == (32, 16, 48), f"1024 GPUs: got {got}"
+
+    @pytest.mark.concept("cable_count")
+    def test_h100_superpod_cables(self, world: World) -> None:
+        # scaling book gpus.md: 1024 H100s; "8 * 16 * 2" leaf-spine cables per SU, plus one per GPU
+        got = size(world, 1024, 64)
         assert got["cables"] == 1024 + 4 * 8 * 16 * 2, f"1024 GPUs: cables {got['cables']}"
 
+    @pytest.mark.concept("tier_sizing")
     def test_full_al_fares(self, world: World) -> None:
         got = size(world, 65536, 64)
         assert (got["tiers"], got["switches"]) == (3, 5120), f"65,536 endpoints on radix 64: got {got}"
+
+    @pytest.mark.concept("cable_count")
+    def test_full_al_fares_cables(self, world: World) -> None:
+        got = size(world, 65536, 64)
         assert got["cables"] == 3 * 65536, f"a full k-ary fat tree has k^3/4 links per layer: {got}"
 
-    def test_matches_reference(self, world: World, reference) -> None:
+    CASES = (1, 7, 16, 17, 40, 41, 64, 65, 100, 799, 800, 801, 1000, 2047, 2048, 2049, 5000, 16000, 65536)
+
+    def _against_reference(self, world: World, reference, keys: tuple[str, ...]) -> None:
         ref = reference("fabric")
         for k in (16, 40, 64):
-            for n in (1, 7, k, k + 1, 100, 799, 800, 801, 1000, 2047, 2048, 2049, 5000, 16000, 65536):
+            for n in self.CASES:
                 if n > k**3 // 4:
                     continue
                 got, expected = size(world, n, k), ref.fabric_size(n, k)
+                got, expected = {x: got[x] for x in keys}, {x: expected[x] for x in keys}
                 assert got == expected, f"fabric_size({n}, {k}): got {got}, expected {expected}"
 
+    @pytest.mark.concept("tier_sizing")
+    def test_matches_reference(self, world: World, reference) -> None:
+        self._against_reference(world, reference, ("tiers", "leaves", "spines", "cores", "switches"))
+
+    @pytest.mark.concept("cable_count")
+    def test_cables_match_reference(self, world: World, reference) -> None:
+        self._against_reference(world, reference, ("cables",))
+
+    @pytest.mark.concept("capacity_limit")
     def test_too_big(self, world: World) -> None:
         with pytest.raises(RankFailure, match="ValueError"):
             call(world, "fabric_size", 65537, 64)
@@ -140,6 +174,7 @@ class TestSizing:
 
 @pytest.mark.part("17.rails")
 class TestRails:
+    @pytest.mark.concept("rail_locality")
     def test_leaf_of(self, world: World) -> None:
         for k, g in ((64, 8), (16, 4), (40, 8)):
             for node in (0, 1, k // 2 - 1, k // 2, 3 * k // 2 + 5):
@@ -149,19 +184,27 @@ class TestRails:
                         call(world, "leaf_of", node, gpu, g, k), expected, f"leaf_of({node}, {gpu}, {g}, {k})"
                     )
 
-    def test_paths_match_reference(self, world: World, reference) -> None:
+    def _paths(self, world: World, reference, pxn: bool) -> None:
         ref = reference("fabric")
         gpus = [[0, 0], [0, 3], [1, 3], [1, 5], [31, 3], [32, 3], [40, 7], [63, 0]]
-        for pxn in (False, True):
-            for src in gpus:
-                for dst in gpus:
-                    if src == dst:
-                        continue
-                    got, expected = call(world, "path", src, dst, 8, 64, pxn), ref.path(src, dst, 8, 64, pxn)
-                    assert got == expected, (
-                        f"path({src}, {dst}, 8, 64, pxn={pxn}): got {got}, expected {expected}"
-                    )
+        for src in gpus:
+            for dst in gpus:
+                if src == dst:
+                    continue
+                got, expected = call(world, "path", src, dst, 8, 64, pxn), ref.path(src, dst, 8, 64, pxn)
+                assert got == expected, (
+                    f"path({src}, {dst}, 8, 64, pxn={pxn}): got {got}, expected {expected}"
+                )
 
+    @pytest.mark.concept("rail_locality")
+    def test_paths_match_reference(self, world: World, reference) -> None:
+        self._paths(world, reference, pxn=False)
+
+    @pytest.mark.concept("pxn")
+    def test_pxn_paths_match_reference(self, world: World, reference) -> None:
+        self._paths(world, reference, pxn=True)
+
+    @pytest.mark.concept("pxn")
     def test_pxn_published_idea(self, world: World) -> None:
         # Juniper JVD "Rail Optimized Fabric", NCCL PXN: cross-rail traffic moves over NVLink to a GPU on the
         # destination rail first, so it stays off the spines
@@ -169,6 +212,7 @@ class TestRails:
         assert call(world, "path", [0, 3], [40, 4], 8, 64, True) == ["nvlink", "spine"], "PXN, other unit"
         assert call(world, "path", [2, 1], [2, 6], 8, 64, True) == ["nvlink"], "same node"
 
+    @pytest.mark.concept("ring_crossings")
     def test_rings(self, world: World) -> None:
         dp_rail = [[n, 0] for n in range(32)]  # GPU 0 of 32 nodes in one unit: the DP ring of TP=8 jobs
         assert call(world, "ring_spine_crossings", dp_rail, 8, 64) == 0, "a ring on one rail of one unit"
@@ -178,6 +222,7 @@ class TestRails:
         assert call(world, "ring_spine_crossings", zigzag, 8, 64) == 32, "a ring that changes rail every hop"
         assert call(world, "ring_spine_crossings", zigzag, 8, 64, True) == 0, "the same ring with PXN"
 
+    @pytest.mark.concept("ring_crossings")
     def test_rings_match_reference(self, world: World, reference) -> None:
         ref = reference("fabric")
         rings = [
@@ -202,6 +247,7 @@ class TestRails:
 
 @pytest.mark.part("17.nics")
 class TestNICs:
+    @pytest.mark.concept("injection_share")
     def test_injection(self, world: World, reference) -> None:
         ref = reference("fabric")
         for node in NODES:
@@ -216,6 +262,7 @@ class TestNICs:
             call(world, "per_gpu_injection_gb_s", "rtx4090_pcie_8x"), 100 / 8 / 8, what="8x4090, one 100GbE"
         )
 
+    @pytest.mark.concept("nvlink_gap")
     def test_ratio(self, world: World) -> None:
         # per direction: H100 450 / 50 = 9; B200 900 / 50 = 18 (scaling book gpus.md, node table)
         for node, ratio in (("dgx_h100", 9), ("dgx_b200", 18), ("gb200_nvl72", 18)):
@@ -223,12 +270,14 @@ class TestNICs:
                 call(world, "nvlink_to_network_ratio", node), ratio, what=f"nvlink_to_network_ratio({node!r})"
             )
 
+    @pytest.mark.concept("injection_share")
     def test_nics_for_target(self, world: World) -> None:
         cases = {(8, 50.0, 400.0): 8, (8, 450.0, 400.0): 72, (8, 50.0, 800.0): 4, (72, 50.0, 400.0): 72}
         cases |= {(4, 12.5, 200.0): 2, (8, 10.0, 100.0): 7, (1, 0.1, 400.0): 1}
         for args, expected in cases.items():
             integer(call(world, "nics_for_target", *args), expected, f"nics_for_target{args}")
 
+    @pytest.mark.concept("node_egress")
     def test_internode_allreduce(self, world: World, reference) -> None:
         ref = reference("fabric")
         for nbytes in (1 << 20, 1e9, 16.06e9):
@@ -248,6 +297,7 @@ class TestNICs:
             call(world, "internode_allreduce_time_s", 1e9, 16, 1, 400.0), 1.875 / 50, what="16 nodes, 1 NIC"
         )
 
+    @pytest.mark.concept("pcie_slot")
     def test_nic_fits_pcie(self, world: World) -> None:
         # x16 per direction: Gen3 15.75, Gen4 31.5, Gen5 63.0 GB/s (128b/130b; ground-truth.md §7.1)
         cases = {(400.0, "gen5", 16): True, (400.0, "gen4", 16): False, (200.0, "gen4", 16): True}

@@ -159,6 +159,7 @@ def against_reference(world: World, ref: dict, calls: list[dict], what: str) -> 
 
 @pytest.mark.part("23.collectives")
 class TestCollectives:
+    @pytest.mark.concept("nccl_ring_latency")
     def test_latency_by_hand(self, world: World) -> None:
         # NCCL tuning.cc ring model, Simple protocol: base 8.4 us, NVLink 3.4 us a step, network 14.0 us
         one, two = Cluster("dgx_h100", 1), Cluster("dgx_h100", 2)
@@ -175,6 +176,7 @@ class TestCollectives:
         for (args, want), got in zip(cases, run_many(world, calls), strict=True):
             same(got, want, f"latency_s{args[:1] + args[2:]} on {args[1].node} x {args[1].nodes}")
 
+    @pytest.mark.concept("slowest_level_bandwidth")
     def test_latency_and_times_match_reference(self, world: World, ref: dict) -> None:
         calls = []
         for cluster in CLUSTERS:
@@ -190,6 +192,7 @@ class TestCollectives:
                     )
         against_reference(world, ref, calls, "collectives")
 
+    @pytest.mark.concept("slowest_level_bandwidth")
     def test_scaling_book_quiz_5_two_nodes_are_node_bound(self, world: World) -> None:
         # jax-ml/scaling-book gpus.md, Quiz 4 Q5 ("precise cost" of an AllGather of B bytes over 2 DGX H100
         # nodes): "B * 7 / (8 * 450e9) = B / 514e9" in the node, "B * (2-1) / (2 * 400e9) = B / 800e9"
@@ -198,6 +201,7 @@ class TestCollectives:
                   latency=False)  # fmt: skip
         same(got, 1e9 * 7 / (8 * 450e9), "all-gather of 1 GB over 2 DGX H100 nodes (B/514e9)")
 
+    @pytest.mark.concept("slowest_level_bandwidth")
     def test_scaling_book_su_allgather(self, world: World) -> None:
         # scaling book gpus.md: an SU of 32 DGX H100 nodes all-gathers at min(514, 413) GB/s = 413 GB/s
         # (400e9 x 32/31 = 412.9). 0.1%: the book rounds to 3 digits.
@@ -208,6 +212,7 @@ class TestCollectives:
             f"SU all-gather at {1e12 / t / GB:.1f} GB/s, not 413"
         )
 
+    @pytest.mark.concept("slowest_level_bandwidth")
     def test_scaling_book_alltoall_formulas(self, world: World) -> None:
         # scaling book gpus.md: in a node T = B (N-1) / (W N^2), W = 450e9 per GPU; across M nodes
         # T = B (M-1) / (M^2 W_node), W_node = 400e9; B = all bytes of the all-to-all = per-GPU bytes x GPUs
@@ -220,6 +225,7 @@ class TestCollectives:
                   8 * m, 1, latency=False)  # fmt: skip
         same(got, per_gpu * 8 * m * (m - 1) / (m * m * 400e9), "all-to-all over 4 DGX H100 nodes")
 
+    @pytest.mark.concept("slowest_level_bandwidth")
     def test_send(self, world: World, ref: dict) -> None:
         # a pipeline hop between nodes: 50 GB/s per GPU (8 x 400 Gb/s per node), + 8.4 + 14.0 us
         got = run(world, "collective_time", "send_s", 1e8, Cluster("dgx_h100", 2), 8)
@@ -234,6 +240,7 @@ class TestCollectives:
         ]
         against_reference(world, ref, calls, "send_s")
 
+    @pytest.mark.concept("bus_bandwidth")
     def test_bus_bandwidth(self, world: World, ref: dict) -> None:
         # 16 GB in one DGX H100: latency is 56 us of 62 ms, so busbw is 450 GB/s within 0.1%. nccl-tests
         # measures ~370 (scaling book gpus.md): the model is an upper bound, and must not fall below that.
@@ -253,6 +260,7 @@ class TestCollectives:
         ]
         against_reference(world, ref, calls, "bus_bandwidth_gb_s")
 
+    @pytest.mark.concept("bus_bandwidth")
     def test_per_interconnect(self, world: World, ref: dict) -> None:
         # ground-truth.md §10.1: 16.06 GB of Llama-3 8B gradients, ring all-reduce in 8 H100s: >= 62.5 ms
         got = run(world, "collective_time", "per_interconnect", "all_reduce", 16.06e9, 8)
@@ -273,6 +281,7 @@ class TestCollectives:
 
 @pytest.mark.part("23.dp")
 class TestDataParallel:
+    @pytest.mark.concept("bucket_schedule")
     def test_buckets(self, world: World, ref: dict) -> None:
         cases = [(100.0, 25.0), (101.0, 25.0), (10.0, 25.0), (0.0, 25.0), (16.06e9, 25 * 2**20), (50.0, 50.0)]
         same(
@@ -284,6 +293,7 @@ class TestDataParallel:
         ]
         against_reference(world, ref, calls, "buckets")
 
+    @pytest.mark.concept("bucket_overlap")
     def test_overlap_by_hand(self, world: World) -> None:
         cases = [
             (
@@ -299,6 +309,7 @@ class TestDataParallel:
         for (args, exposed), got in zip(cases, run_many(world, calls), strict=True):
             same(got, {"total_s": sum(args[0]), "exposed_s": exposed}, f"overlap{args}")
 
+    @pytest.mark.concept("bucket_overlap")
     def test_uniform_buckets_closed_form(self, world: World) -> None:
         # n equal buckets, latency off, each taking c while backward makes one every t = B/n:
         # c >= t: exposed = n (c - t) + t (the stream is busy from the first bucket on); c < t: exposed = c
@@ -314,6 +325,7 @@ class TestDataParallel:
                 f"dp_allreduce, backward {backward} s",
             )
 
+    @pytest.mark.concept("bucket_overlap")
     def test_dp_allreduce_matches_reference(self, world: World, ref: dict) -> None:
         calls = [
             spec("strategies", "dp_allreduce", g, bwd, c, size, stride, bb, lat)
@@ -325,6 +337,7 @@ class TestDataParallel:
         ]
         against_reference(world, ref, calls, "dp_allreduce")
 
+    @pytest.mark.concept("bucket_overlap")
     def test_llama3_8b_on_8_h100(self, world: World) -> None:
         # ground-truth.md §10.1 [D]: bf16 grads of Llama-3 8B (16.06 GB), ring all-reduce at 450 GB/s:
         # >= 62.5 ms. One bucket, latency off, no backward to hide behind. 0.1%: the figure is rounded.
@@ -333,6 +346,7 @@ class TestDataParallel:
         )
         assert isinstance(got, dict) and math.isclose(got.get("exposed_s", 0), 62.5e-3, rel_tol=1e-3), got
 
+    @pytest.mark.concept("critical_batch")
     def test_critical_batch(self, world: World) -> None:
         # scaling book gpus.md: DP is compute-bound above C / W_collective tokens per GPU: "Within an SU or at
         # the spine level, BS > 990e12 / 400e9 = 2475". 1024 nodes: (X-1)/X = 0.999; the catalogue's 989.4
@@ -355,6 +369,7 @@ class TestDataParallel:
 
 @pytest.mark.part("23.tp")
 class TestTensorParallel:
+    @pytest.mark.concept("tp_on_critical_path")
     def test_collectives_per_layer(self, world: World) -> None:
         want = {
             (False, "none"): {"all_reduce": 4},  # Megatron mappings.py: f and g, in two blocks
@@ -367,6 +382,7 @@ class TestTensorParallel:
         for (key, expected), got in zip(want.items(), run_many(world, calls), strict=True):
             assert got == expected, f"tp_collectives_per_layer{key}: got {got!r}, expected {expected!r}"
 
+    @pytest.mark.concept("tp_on_critical_path")
     def test_llama3_70b_tp8(self, world: World) -> None:
         # ground-truth.md §10.2 [D]: 70B, TP 8, s 8192, b 1, bf16: 134.2 MB per all-reduce, 522 us at
         # 450 GB/s, 4 per layer: 167 ms over 80 layers. Bytes exact; time 0.1% (the figure is rounded).
@@ -377,6 +393,7 @@ class TestTensorParallel:
         assert math.isclose(got.get("total_s", 0), 0.167, rel_tol=1e-3), f"total_s {got.get('total_s')!r}"
         same(got["exposed_s"], got["total_s"], "exposed_s (nothing hides TP's all-reduces)")
 
+    @pytest.mark.concept("sp_extra_launch")
     def test_sequence_parallel_pays_one_more_base_latency_per_pair(self, world: World) -> None:
         # an all-gather + reduce-scatter moves the bytes of one all-reduce and takes the same 2(n-1) steps,
         # but launches twice: one more NCCL base latency (8.4 us) for each of the 4 pairs per layer
@@ -386,6 +403,7 @@ class TestTensorParallel:
         )
         same(sp["total_s"] - no_sp["total_s"], 4 * 8.4e-6, "SP minus no-SP, one layer", rel=1e-6)
 
+    @pytest.mark.concept("tp_on_critical_path")
     def test_tp_step_matches_reference(self, world: World, ref: dict) -> None:
         calls = [
             spec("strategies", "tp_step", 4096, b, 8192, 20, m, c, tp, sp, rc, lat)
@@ -406,6 +424,7 @@ class TestTensorParallel:
 
 @pytest.mark.part("23.pp")
 class TestPipelineParallel:
+    @pytest.mark.concept("pipeline_critical_hops")
     def test_scaling_book_formula(self, world: World) -> None:
         # scaling book gpus.md: "T_total PP comms = 2BD / (W N_MB) (N_MB + N_stages - 2)" for the forward
         # activations (2 = bytes of bf16, B = tokens of the batch); the gradients retrace it backward.
@@ -418,10 +437,12 @@ class TestPipelineParallel:
         same(got.get("exposed_s"), 2 * forward, "exposed_s (forward + backward)")
         same(got["total_s"], 2 * m * 2 * s * b * d / 50e9, "total_s: m activations + m gradients")
 
+    @pytest.mark.concept("pipeline_critical_hops")
     def test_one_stage_sends_nothing(self, world: World) -> None:
         got = run(world, "strategies", "pp_step", 4096, 1, 4096, 1, 8, Cluster("dgx_h100", 1), 8)
         assert got["total_s"] == got["exposed_s"] == 0, f"pp = 1: {got!r}"
 
+    @pytest.mark.concept("pipeline_critical_hops")
     def test_pp_step_matches_reference(self, world: World, ref: dict) -> None:
         calls = [
             spec("strategies", "pp_step", 2048, b, 4096, p, m, c, stride, lat)
@@ -440,12 +461,14 @@ class TestPipelineParallel:
 
 @pytest.mark.part("23.ep")
 class TestExpertParallel:
+    @pytest.mark.concept("dispatch_volume")
     def test_deepep_configuration(self, world: World) -> None:
         # DeepEP README benchmark: "8K tokens per batch, 7168 hidden, top-8 experts, FP8 dispatching and
         # BF16 combining" -> per GPU and MoE layer 469.8 MB dispatched, 939.5 MB combined (ground-truth §10.5)
         got = run_many(world, [spec("strategies", "ep_dispatch_bytes", 8192, 7168, 8, n) for n in (1, 2)])
         same(got, [469_762_048, 939_524_096], "DeepEP dispatch (FP8) and combine (BF16) bytes")
 
+    @pytest.mark.concept("ep_all_to_alls")
     def test_mixed_precision_and_recompute(self, world: World, ref: dict) -> None:
         c = Cluster("dgx_h100", 4)
         a2a = ref["collective_time"].collective_s
@@ -455,6 +478,7 @@ class TestExpertParallel:
         got = run(world, "strategies", "ep_step", 4096, 7168, 8, 1, 1, c, 32, 1, "full", 1, 2)
         same(got["total_s"], 3 * (one + two), "with full recomputation (the forward pair again)")
 
+    @pytest.mark.concept("ep_all_to_alls")
     def test_ep_step_matches_reference(self, world: World, ref: dict) -> None:
         calls = [
             spec("strategies", "ep_step", t, 7168, 8, 58, m, c, ep, stride, rc, 1, 2, lat)
@@ -494,6 +518,7 @@ STEP_CASES = [
 
 @pytest.mark.part("23.step")
 class TestStep:
+    @pytest.mark.concept("step_assembly")
     def test_step_matches_reference(self, world: World, ref: dict) -> None:
         calls = []
         for name, cluster, p, seq in STEP_CASES:
@@ -502,11 +527,13 @@ class TestStep:
             calls.append(spec("step", "step_comm", MODELS[name], cluster, p, seq, bucket_bytes=4e9))
         against_reference(world, ref, calls, "step_comm")
 
+    @pytest.mark.concept("step_assembly")
     def test_dense_models_have_no_ep_traffic(self, world: World) -> None:
         got = run(world, "step", "step_comm", MODELS["llama3_8b"], Cluster("dgx_h100", 1),
                   plan(1, 1, 8, 1, 1, "none", 1, 4), 4096)  # fmt: skip
         assert got["ep"] == {"total_s": 0.0, "exposed_s": 0.0}, f"ep of a dense model: {got['ep']!r}"
 
+    @pytest.mark.concept("zero3_per_microbatch")
     def test_zero3_gathers_every_microbatch(self, world: World, ref: dict) -> None:
         # doubling the micro-batches (same micro-batch size, twice the global batch) doubles ZeRO-3's traffic
         # and leaves ZeRO-1's (one all-reduce per step) as it is
@@ -518,6 +545,7 @@ class TestStep:
             )
             same(b["dp"]["total_s"] / a["dp"]["total_s"], factor, f"ZeRO-{zero} DP traffic, m 8 vs m 4", 1e-9)
 
+    @pytest.mark.concept("expert_replicas")
     def test_experts_reduce_over_their_replicas(self, world: World, ref: dict) -> None:
         # the step of a DeepSeek-V3 plan against one with the experts moved into the dense part: the expert
         # gradients must go over the dp/ep ranks that share them, not over the whole DP group
@@ -527,6 +555,7 @@ class TestStep:
         want = [ref["step"].step_comm(m, c, p, 4096, latency=False)["dp"] for m in (model, dense)]
         same(got, want, "DP traffic of DeepSeek-V3, with its experts and with them counted as dense")
 
+    @pytest.mark.concept("plan_validation")
     def test_bad_plans_are_refused(self, world: World) -> None:
         bad = [plan(8, 1, 2, 1, 1, "none", 1, 4), plan(8, 1, 4, 3, 1, "none", 1, 4)]  # 16 of 32 GPUs; ep 3
         for p in bad:

@@ -32,26 +32,53 @@ ABS = {"s": 1e-3, "bubble_fraction": 1e-4}  # where the right answer may be 0: 1
 WORDS = (10, 150)  # a justification is "a few sentences"
 
 
-def per_problem(*extra: str) -> Any:
-    """Parametrize a test over the three problems (x the questions of each, with extra=("question",)), each
-    instance scoring for its own part, at world size 1."""
-    if extra:
-        params = [
-            pytest.param(n, q, marks=pytest.mark.part(f"24.{n}"), id=f"{n}-{q}")
-            for n in NAMES
-            for q in _QUESTIONS[n]
-        ]
-        names = "name," + ",".join(extra)
-    else:
-        params = [pytest.param(n, marks=pytest.mark.part(f"24.{n}"), id=n) for n in NAMES]
-        names = "name"
+def per_problem(concept: str) -> Any:
+    """Parametrize a test over the three problems, each instance scoring for its own part and for that part's
+    `concept` ("plan" -> "plan_8b" for llama3_8b), at world size 1."""
+    params = [pytest.param(n, marks=marks(n, concept), id=n) for n in NAMES]
+    return at_world_size_1("name", params)
 
+
+def per_question() -> Any:
+    """Parametrize a test over each problem's questions, each scoring for its part and for the concept the
+    question asks about (ANSWER_CONCEPT)."""
+    params = [
+        pytest.param(n, q, marks=marks(n, ANSWER_CONCEPT[q]), id=f"{n}-{q}")
+        for n in NAMES
+        for q in _QUESTIONS[n]
+    ]
+    return at_world_size_1("name,question", params)
+
+
+def at_world_size_1(names: str, params: list) -> Any:
     def decorate(test: Any) -> Any:
         return pytest.mark.parametrize("world", [1], indirect=True)(
             pytest.mark.parametrize(names, params)(test)
         )
 
     return decorate
+
+
+def marks(name: str, concept: str) -> tuple[Any, ...]:
+    """The part of problem `name` and its concept `concept` (concepts.yml ids carry the problem: plan_8b)."""
+    return pytest.mark.part(f"24.{name}"), pytest.mark.concept(f"{concept}_{SUFFIX[name]}")
+
+
+SUFFIX = {"llama3_8b": "8b", "llama3_70b": "70b", "deepseek_v3": "deepseek"}
+# what misunderstanding a wrong answer shows (concepts.yml); the plan itself is each part's central concept
+ANSWER_CONCEPT = {
+    "memory_gb": "memory",
+    "zero0_memory_gb": "memory",
+    "step_s": "step",
+    "mfu": "step",
+    "dp_allreduce_s": "dp_allreduce",
+    "tp_message_mb": "tp_traffic",
+    "tp_s": "tp_traffic",
+    "bubble_fraction": "bubble",
+    "expert_replicas": "expert_copies",
+    "dispatch_mb": "ep_traffic",
+    "ep_s": "ep_traffic",
+}
 
 
 # the questions, for parametrizing at collection (tests/test_worked_examples_tools.py checks plans.py agrees)
@@ -114,18 +141,18 @@ def shape_errors(doc: Any, ref: dict, name: str) -> list[str]:
 # ------------------------------------------------------------------------------------------------------------
 
 
-@per_problem()
+@per_problem("document")
 def test_document_is_well_formed(world: World, ref: dict, name: str) -> None:
     errors = shape_errors(document(world, name), ref, name)
     assert not errors, f"{name}(): " + "; ".join(errors)
 
 
-@per_problem()
+@per_problem("plan")
 def test_plan_is_valid(world: World, ref: dict, name: str) -> None:
     checked_plan(world, ref, name)
 
 
-@per_problem()
+@per_problem("plan")
 def test_plan_fits_memory(world: World, ref: dict, name: str) -> None:
     plan = checked_plan(world, ref, name)["plan"]
     model, cluster, p = problem(ref, name)
@@ -137,7 +164,7 @@ def test_plan_fits_memory(world: World, ref: dict, name: str) -> None:
     )
 
 
-@per_problem()
+@per_problem("plan")
 def test_plan_meets_throughput_floor(world: World, ref: dict, name: str) -> None:
     plan = checked_plan(world, ref, name)["plan"]
     model, cluster, p = problem(ref, name)
@@ -149,7 +176,7 @@ def test_plan_meets_throughput_floor(world: World, ref: dict, name: str) -> None
     )
 
 
-@per_problem("question")
+@per_question()
 def test_answer(world: World, ref: dict, name: str, question: str) -> None:
     doc = checked_plan(world, ref, name)
     model, cluster, p = problem(ref, name)
@@ -183,7 +210,7 @@ def hint(got: float, want: float) -> str:
     return ""
 
 
-@per_problem()
+@per_problem("document")
 def test_justification(world: World, ref: dict, name: str) -> None:
     doc = document(world, name)
     text = doc.get("justification") if isinstance(doc, dict) else None
