@@ -249,6 +249,24 @@ def test_reduce_message_counts(world: World) -> None:
             f"rank {res.rank}/{p}: every message should carry a whole ({n}-element) partial sum"
         )
     assert sum(res.comm.recvs for res in results) == p - 1
+    # A tree, not a star or a chain: no rank takes in more than ceil(log2 p) partial sums, and no partial sum
+    # climbs more than ceil(log2 p) levels to dst. Any binomial tree passes, whatever order it receives in.
+    levels = math.ceil(math.log2(p))
+    parent = {  # each non-root rank's one send goes to its parent
+        res.rank: e.peer for res in results for e in res.comm.events if e.op in ("send", "isend")
+    }
+    for res in results:
+        assert res.comm.recvs <= levels, (
+            f"rank {res.rank}/{p} received {res.comm.recvs} partial sums (dst={dst}); in a binomial tree no "
+            f"rank has more than ceil(log2 p) = {levels} children, so a reduce takes ceil(log2 p) rounds"
+        )
+        depth, rank = 0, res.rank
+        while rank != dst and depth <= p:
+            rank, depth = parent.get(rank, dst), depth + 1
+        assert depth <= levels, (
+            f"rank {res.rank}/{p}'s partial sum climbs {depth} levels to dst={dst}; a binomial tree is "
+            f"ceil(log2 p) = {levels} levels deep, so a reduce takes ceil(log2 p) rounds, not a chain of them"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
