@@ -114,15 +114,33 @@ def same(got: Any, want: Any, what: str) -> None:
         assert math.isclose(got, want, rel_tol=REL, abs_tol=1e-15), f"{what}: got {got!r}, expected {want!r}"
 
 
-def check_calls(world: World, ref: dict, calls: list[tuple]) -> None:
-    """Each (module, function, args, kwargs) on the rank, compared with the reference."""
+def check_calls(world: World, ref: dict, calls: list[tuple], keys: tuple[str, ...] | None = None) -> None:
+    """Each (module, function, args, kwargs) on the rank, compared with the reference; only `keys` of a
+    result dict (of each row of a list), where a concept grades part of the result."""
     got = run_many(world, [spec(m, f, *a, **k) for m, f, a, k in calls])
     for (m, f, a, k), g in zip(calls, got, strict=True):
         args = ", ".join(
             [repr(getattr(x, "node", getattr(x, "name", x))) for x in a]
             + [f"{n}={v!r}" for n, v in k.items()]
         )
-        same(g, expect(ref, m, f, *a, **k), f"{f}({args})")
+        same(only(g, keys), only(expect(ref, m, f, *a, **k), keys), f"{f}({args})")
+
+
+def only(value: Any, keys: tuple[str, ...] | None) -> Any:
+    """`keys` of a result dict, or of each dict in a list of rows; anything else as it is."""
+    if keys is None:
+        return value
+    if isinstance(value, list):
+        return [only(v, keys) for v in value]
+    if isinstance(value, dict):
+        return {k: value[k] for k in keys if k in value}
+    return value
+
+
+def by_keys(groups: dict[str, tuple[str, ...]]) -> Any:
+    """Parametrize `keys` over `groups`: each group of result keys scores for its own concept."""
+    params = [pytest.param(keys, marks=pytest.mark.concept(c), id=c) for c, keys in groups.items()]
+    return pytest.mark.parametrize("keys", params)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -130,6 +148,7 @@ def check_calls(world: World, ref: dict, calls: list[tuple]) -> None:
 
 
 @pytest.mark.part("25.memory_wall")
+@pytest.mark.concept("zero_sharding")
 def test_bytes_per_param(world: World, ref: dict) -> None:
     calls = [
         ("feasibility", "state_bytes_per_param", (z, dp), {}) for z in range(4) for dp in (1, 2, 8, 16, 64)
@@ -138,6 +157,7 @@ def test_bytes_per_param(world: World, ref: dict) -> None:
 
 
 @pytest.mark.part("25.memory_wall")
+@pytest.mark.concept("zero_sharding")
 def test_zero_paper_figure_1(world: World) -> None:
     # Rajbhandari et al. 2020 (arXiv 1910.02054) Fig. 1: Ψ = 7.5B, N_d = 64: 120, 31.4, 16.6, 1.9 GB per GPU
     got = run_many(world, [spec("feasibility", "state_bytes_per_param", z, 64) for z in range(4)])
@@ -150,6 +170,7 @@ def test_zero_paper_figure_1(world: World) -> None:
 
 
 @pytest.mark.part("25.memory_wall")
+@pytest.mark.concept("largest_model")
 def test_largest_trainable_params(world: World, ref: dict) -> None:
     f = ref["feasibility"]
     calls = [
@@ -163,6 +184,7 @@ def test_largest_trainable_params(world: World, ref: dict) -> None:
 
 
 @pytest.mark.part("25.memory_wall")
+@pytest.mark.concept("zero_stage_range")
 def test_bad_zero_stage_raises(world: World) -> None:
     c = spec("feasibility", "state_bytes_per_param", 4, 8)
     [res] = world.run("rank_programs:raises", inputs=c)
@@ -173,19 +195,48 @@ def test_bad_zero_stage_raises(world: World) -> None:
 # 25.host_allreduce
 
 
-@pytest.mark.part("25.host_allreduce")
-def test_host_allreduce_grid(world: World, ref: dict) -> None:
-    calls = [
+def host_allreduce_grid(ref: dict) -> list[tuple]:
+    return [
         ("feasibility", "host_allreduce_s", (s, box), {"boxes": n, "p2p": p2p})
         for box in boxes(ref["feasibility"]).values()
         for s in (1e6, 2 * MODELS["llama3_8b"].params)
         for n in (1, 2, 4)
         for p2p in (None, True, False)
     ]
-    check_calls(world, ref, calls)
 
 
 @pytest.mark.part("25.host_allreduce")
+@pytest.mark.concept("host_path_traffic")
+def test_host_allreduce_grid(world: World, ref: dict) -> None:
+    """Each resource's time, against the reference, on every box, size, box count and P2P setting."""
+    check_calls(world, ref, host_allreduce_grid(ref), ("pcie_s", "dram_s", "socket_s", "network_s"))
+
+
+@pytest.mark.part("25.host_allreduce")
+@pytest.mark.concept("slowest_resource")
+def test_slowest_resource_sets_the_pace(world: World, ref: dict) -> None:
+    """On the same grid, by YOUR resource times: the all-reduce takes the slowest one's time, and the wall is
+    that resource (ties: the first in WALLS order; "none" when nothing moves). Whether the times themselves
+    are right is test_host_allreduce_grid's question."""
+    walls = ref["feasibility"].WALLS
+    calls = host_allreduce_grid(ref)
+    got = run_many(world, [spec(m, f, *a, **k) for m, f, a, k in calls])
+    for (_, _, (s, box), k), g in zip(calls, got, strict=True):
+        what = f"host_allreduce_s({s:.3g}, {box.node!r}, sockets={box.sockets}, {k})"
+        keys = [f"{w}_s" for w in walls]
+        assert isinstance(g, dict) and all(type(g.get(x)) in (int, float) for x in [*keys, "time_s"]), (
+            f"{what}: expected numbers for {keys} and time_s, got {g!r}"
+        )
+        slowest = max(g[x] for x in keys)
+        assert math.isclose(g["time_s"], slowest, rel_tol=REL, abs_tol=1e-15), (
+            f"{what}: time_s {g['time_s']!r}, but your slowest resource takes {slowest!r}: {g!r}"
+        )
+        wall = next((w for w in walls if g[f"{w}_s"] == slowest), "none") if slowest > 0 else "none"
+        assert g.get("wall") == wall, f"{what}: wall {g.get('wall')!r}, but your slowest resource is {wall!r}"
+
+
+@pytest.mark.part("25.host_allreduce")
+@pytest.mark.concept("host_path_traffic")
 def test_walls_named(world: World, ref: dict) -> None:
     """Who binds: the socket link on the 2-socket server, host memory with 8 GPUs on one socket, PCIe once P2P
     removes host memory from the path, the 100GbE NIC between boxes."""
@@ -206,6 +257,7 @@ def test_walls_named(world: World, ref: dict) -> None:
 
 
 @pytest.mark.part("25.host_allreduce")
+@pytest.mark.concept("host_path_traffic")
 def test_p2p_bus_bandwidth_matches_measurement(world: World) -> None:
     # tinygrad/open-gpu-kernel-modules README: 6 x RTX 4090 with its P2P driver, all_reduce_perf at 32 MiB,
     # busbw 24.58 / 24.50 GB/s. A PCIe-bound ring moves at the link rate whatever n: busbw = per-GPU link.
@@ -220,6 +272,7 @@ def test_p2p_bus_bandwidth_matches_measurement(world: World) -> None:
 
 
 @pytest.mark.part("25.host_allreduce")
+@pytest.mark.concept("socket_count")
 def test_three_sockets_rejected(world: World, ref: dict) -> None:
     box = dataclasses.replace(ref["feasibility"].BOX_8X, sockets=3)
     [res] = world.run("rank_programs:raises", inputs=spec("feasibility", "host_allreduce_s", 1e9, box))
@@ -243,7 +296,15 @@ def machines(ref: dict) -> list[tuple[Any, int]]:
 
 @pytest.mark.part("25.walls")
 @pytest.mark.parametrize("model", ["toy", *MODEL_KEYS])
-def test_step_estimate(world: World, ref: dict, model: str) -> None:
+@by_keys(
+    {
+        "step_memory": ("memory_bytes", "fits"),
+        "step_compute": ("compute_s",),
+        "exposed_traffic": ("comm_s", "exposed_s", "step_s"),
+        "step_bound": ("bound",),
+    }
+)
+def test_step_estimate(world: World, ref: dict, model: str, keys: tuple[str, ...]) -> None:
     spec_ = TOY if model == "toy" else MODELS[model]
     calls = [
         ("walls", "step_estimate", (spec_, m, z, rc, s, 256), {"boxes": n, "micro_batch": mbs})
@@ -252,10 +313,11 @@ def test_step_estimate(world: World, ref: dict, model: str) -> None:
         for rc in ("none", "selective", "full")
         for s, mbs in ((4096, 1), (1024, 2))
     ]
-    check_calls(world, ref, calls)
+    check_calls(world, ref, calls, keys)
 
 
 @pytest.mark.part("25.walls")
+@pytest.mark.concept("step_bound")
 def test_bound_names_the_wall(world: World, ref: dict) -> None:
     """8B with ZeRO-3 at 1024 tokens per micro-batch: the gathers outlast compute on the 2-socket box."""
     est = run_many(world, [spec("walls", "step_estimate", MODELS["llama3_8b"], ref["feasibility"].BOX_8X, 3,
@@ -267,6 +329,7 @@ def test_bound_names_the_wall(world: World, ref: dict) -> None:
 
 
 @pytest.mark.part("25.walls")
+@pytest.mark.concept("even_batch")
 def test_uneven_batch_raises(world: World, ref: dict) -> None:
     c = spec("walls", "step_estimate", TOY, ref["feasibility"].BOX_8X, 1, "none", 1024, 100)
     [res] = world.run("rank_programs:raises", inputs=c)
@@ -279,21 +342,26 @@ def test_uneven_batch_raises(world: World, ref: dict) -> None:
 
 @pytest.mark.part("25.compare")
 @pytest.mark.parametrize("model", ["toy", *MODEL_KEYS])
-def test_compare(world: World, ref: dict, model: str) -> None:
+@by_keys(
+    {
+        "fastest_fitting_plan": ("machine", "zero_stage", "recompute"),
+        "comparison_figures": ("memory_gb", "step_s", "exposed_s", "tokens_per_s", "bound"),
+    }
+)
+def test_compare(world: World, ref: dict, model: str, keys: tuple[str, ...]) -> None:
     spec_ = TOY if model == "toy" else MODELS[model]
     f = ref["feasibility"]
     calls = [("walls", "compare", (spec_, s, b), {"box": box}) for s, b in ((4096, 1024), (1024, 4096))
              for box in (f.BOX_8X, f.BOX_4X)]  # fmt: skip
-    check_calls(world, ref, calls)
+    check_calls(world, ref, calls, keys)
 
 
 @pytest.mark.part("25.compare")
+@pytest.mark.concept("fastest_fitting_plan")
 def test_compare_llama3_8b_reads_right(world: World) -> None:
     """The table of the README: 8B fits the 4090 box only fully sharded and fully recomputed; the H100 node
-    runs ZeRO-1, selective recomputation, at the compute time of ground-truth.md §12 (63.85 s at 40% MFU)."""
-    [rows] = run_many(world, [spec("walls", "compare", MODELS["llama3_8b"], 4096, 1024)])
-    assert isinstance(rows, list) and len(rows) == 2 and all(isinstance(r, dict) for r in rows), rows
-    box, h100 = rows
+    runs ZeRO-1 with selective recomputation."""
+    box, h100 = llama3_8b_rows(world)
     assert (box.get("machine"), box.get("zero_stage"), box.get("recompute")) == (
         "rtx4090_pcie_8x",
         3,
@@ -304,7 +372,21 @@ def test_compare_llama3_8b_reads_right(world: World) -> None:
         1,
         "selective",
     ), h100
+
+
+@pytest.mark.part("25.compare")
+@pytest.mark.concept("comparison_figures")
+def test_compare_llama3_8b_figures(world: World) -> None:
+    """The README's figures: the H100 node at the compute time of ground-truth.md §12 (63.85 s at 40% MFU),
+    about 8x the 4090 box's tokens per second."""
+    box, h100 = llama3_8b_rows(world)
     numbers = [h100.get("step_s"), h100.get("tokens_per_s"), box.get("tokens_per_s")]
-    assert all(type(x) in (int, float) and x > 0 for x in numbers), rows
+    assert all(type(x) in (int, float) and x > 0 for x in numbers), (box, h100)
     assert abs(numbers[0] - 63.85) <= 1e-3 * 63.85, h100  # 989 vs 989.4 TFLOPS between the two sources
     assert 7.5 < numbers[1] / numbers[2] < 8.5, (box, h100)  # 6x the flops, x 8/6 for full recomputation
+
+
+def llama3_8b_rows(world: World) -> list[dict]:
+    [rows] = run_many(world, [spec("walls", "compare", MODELS["llama3_8b"], 4096, 1024)])
+    assert isinstance(rows, list) and len(rows) == 2 and all(isinstance(r, dict) for r in rows), rows
+    return rows
