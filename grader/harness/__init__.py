@@ -28,7 +28,19 @@ _HOMES = {
     "comm_trace": "testing",
 }
 
-__all__ = list(_HOMES)
+__all__ = [
+    "COLLECTIVES",
+    "CheckFailure",
+    "CommEvent",
+    "CommLog",
+    "RankFailure",
+    "RankResult",
+    "World",
+    "assert_close",
+    "assert_equal",
+    "chunk_of",
+    "comm_trace",
+]
 
 
 def __getattr__(name: str) -> Any:
