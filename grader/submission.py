@@ -70,7 +70,7 @@ def why_invalid(source: Path, files: tuple[str, ...]) -> str | None:
         taken = sorted(p.name for p in Path(folder).iterdir())
     if taken:
         return None
-    fatal = [n for n in notes if "nothing was graded" in n or n.startswith("refused")]
+    fatal = [n for n in notes if "nothing was graded" in n or n.startswith("refused") or "not taken" in n]
     if fatal:
         return fatal[0].replace(f"{source} ", "").removesuffix(": nothing was graded")
     return f"none of the exercise's files ({', '.join(files)}) is in it; it holds {_contents(source)}"
