@@ -1,12 +1,13 @@
 """How much the reusable rank pool saves: grade one exercise's reference three ways and print the figures.
 
-    .venv/bin/python benchmarks/bench_pool.py [EXERCISE]      # default: 02
+    .venv/bin/python benchmarks/bench_pool.py [EXERCISE] [--no-spawn]      # default: 02
 
 - pool (cold): a first grading run in a fresh process, its rank factory's start (one torch import) included;
 - pool (warm): the same run again (each run starts its own factory; the OS's file caches are warm now);
 - fresh world per test: a new factory (one torch import) and a new world for every test, the way course
   harnesses usually run (many import torch in every rank of every test, which costs more still);
 - floor: one torch import (the factory's preload, measured here) plus the tests' own compute.
+``--no-spawn`` skips the fresh-world-per-test baseline (minutes), for comparing cold runs before and after.
 Run it by hand on a quiet machine; figures vary by about 30 % between runs on a shared 2-core box.
 """
 
@@ -50,12 +51,13 @@ def torch_import_seconds() -> float:
 
 
 def main() -> None:
-    ref = sys.argv[1] if len(sys.argv) > 1 else "02"
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    ref = args[0] if args else "02"
     pooled = LocalRunner()
     cold, result = timed_run(pooled, ref)
     warm, _ = timed_run(pooled, ref)
     starts = pooled.last_pools.starts if pooled.last_pools else []
-    spawned, _ = timed_run(LocalRunner(reuse_worlds=False), ref)
+    spawned = None if "--no-spawn" in sys.argv else timed_run(LocalRunner(reuse_worlds=False), ref)[0]
     compute = sum(t.seconds for t in result.tests)
     floor = torch_import_seconds() + compute
     sizes = sorted({t.world_size for t in result.tests})
@@ -65,9 +67,11 @@ def main() -> None:
         f"  pool, warm:                             {warm:7.2f} s  ({len(starts)} world starts, "
         f"{sum(s for _, s in starts):.2f} s of them)"
     )
-    print(f"  fresh world per test:                   {spawned:7.2f} s")
+    if spawned is not None:
+        print(f"  fresh world per test:                   {spawned:7.2f} s")
     print(f"  floor (one torch import + compute):     {floor:7.2f} s  (compute {compute:.2f} s)")
-    print(f"  fresh per test / pool cold: {spawned / cold:5.1f}x    pool cold / floor: {cold / floor:4.2f}x")
+    ratio = f"fresh per test / pool cold: {spawned / cold:5.1f}x    " if spawned is not None else ""
+    print(f"  {ratio}pool cold / floor: {cold / floor:4.2f}x")
 
 
 if __name__ == "__main__":

@@ -43,19 +43,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--submission", type=Path, default=Path("/submission"))
     parser.add_argument("--format", choices=("token", "gradescope", "prairielearn"), default="token")
     parser.add_argument("--out", type=Path, help="results file for --format gradescope or prairielearn")
+    parser.add_argument(
+        "--preload",
+        help="the exercise's course.yml preload, comma-separated (the Docker runner passes it, so that the "
+        "rank factory starts before this process reads the course)",
+    )
     args = parser.parse_args(argv)
-    course = load_course(args.course)
-    if args.format != "token":  # the host checked an upload before it started this container
-        reason = why_invalid(args.submission, course.find(args.exercise).files)
-        if reason:
-            return _write_invalid(reason, args.format, args.out)
-    exercise = course.find(args.exercise)
-    # The rank factory starts first and imports torch while this process imports it (LocalRunner, below):
-    # the two imports overlap instead of following each other. It is this grading's one factory.
+    # The rank factory starts first and imports torch while this process reads the course and imports torch
+    # itself (LocalRunner, below): the two imports overlap instead of following each other. It is this
+    # grading's one factory.
     factory_dir = tempfile.mkdtemp(prefix="distgpu-factory-")
-    factory = RankFactory(None, Path(factory_dir) / "factory.log", exercise.preload)
-    factory.launch()
+    factory = None
     try:
+        if args.preload is not None:
+            factory = _launched(factory_dir, tuple(m for m in args.preload.split(",") if m))
+        course = load_course(args.course)
+        exercise = course.find(args.exercise)
+        if args.format != "token":  # the host checked an upload before it started this container
+            reason = why_invalid(args.submission, exercise.files)
+            if reason:
+                return _write_invalid(reason, args.format, args.out)
+        if factory is None:
+            factory = _launched(factory_dir, exercise.preload)
         from grader.runners.local import LocalRunner  # torch: not needed to turn an invalid upload away
 
         runner = LocalRunner(
@@ -69,13 +78,20 @@ def main(argv: list[str] | None = None) -> int:
         except SuiteError as exc:
             payload = {"suite_error": str(exc)}
     finally:
-        factory.close()  # the run closed it already, unless it failed before its first world
+        if factory is not None:
+            factory.close()  # the run closed it already, unless it failed before its first world
         shutil.rmtree(factory_dir, ignore_errors=True)
     if args.format == "token":
         sys.stdout.write(os.environ.pop("DISTGPU_RESULT_TOKEN") + json.dumps(payload) + "\n")
         sys.stdout.flush()
         return 0
     return _write_platform_results(payload, args.format, args.out)
+
+
+def _launched(folder: str, preload: tuple[str, ...]) -> RankFactory:
+    factory = RankFactory(None, Path(folder) / "factory.log", preload)
+    factory.launch()
+    return factory
 
 
 def _write_platform_results(payload: dict[str, Any], platform: str, out: Path) -> int:

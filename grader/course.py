@@ -92,7 +92,8 @@ class Exercise:
     """Memory one grading needs per node; ``grade batch --backend slurm`` asks Slurm for it."""
     preload: tuple[str, ...] = ()
     """Modules the rank factory imports once, before it forks ranks, besides torch: what the rank programs
-    would otherwise import in every rank (``torch._dynamo``, which an optimizer's first step imports)."""
+    would otherwise import in every rank (``torch.fx.experimental.symbolic_shapes``, with sympy, which
+    ``backward(grad)`` imports; ``torch._dynamo``, which an optimizer's first ``step()`` imports)."""
 
     @property
     def key(self) -> str:

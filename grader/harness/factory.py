@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 PRELOAD = ("torch", "torch.distributed", "grader.harness.worker")
 """What every factory imports before its first fork: torch once per grading run, not once per rank. An
-exercise adds what its ranks need beyond this (course.yml's ``preload``): an optimizer's first ``step()``
-imports ``torch._dynamo`` and sympy, seconds per rank that are better paid once here, and only where used.
+exercise adds what its ranks need beyond this (course.yml's ``preload``): ``backward(grad)`` imports
+``torch.fx.experimental.symbolic_shapes`` (sympy), an optimizer's first ``step()`` ``torch._dynamo``: seconds
+per rank, better paid once here, and only by the exercises that use them.
 This module imports no torch itself, so a judge can start the factory before it imports torch."""
 
 START_TIMEOUT_S = 120.0

@@ -66,7 +66,11 @@ class DockerRunner:
         token = secrets.token_hex(16)
         container = self.client.containers.run(
             image_tag("cuda" if _device(job) == "cuda" else "cpu"),
-            ["python", "-m", "grader.container", "--exercise", job.exercise.key, "--device", _device(job)],
+            [
+                *("python", "-m", "grader.container", "--exercise", job.exercise.key),
+                *("--device", _device(job)),
+                *("--preload", ",".join(job.exercise.preload)),  # so the rank factory starts at once
+            ],
             detach=True,
             environment={"DISTGPU_RESULT_TOKEN": token},
             mounts=_mounts(job, submission),
