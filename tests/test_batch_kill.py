@@ -95,7 +95,7 @@ def test_sigkill_at_random_moments_changes_nothing(edited_course, tmp_path: Path
         run = subprocess.Popen(
             batch_command(course, subs, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
-        time.sleep(rng.uniform(3.0, 25.0))
+        time.sleep(rng.uniform(2.0, 8.0))  # a grading takes about a second: kills land mid-batch
         assert run.poll() is None, "the batch finished before it was killed: too few kills"
         run.send_signal(signal.SIGKILL)
         run.wait()
