@@ -49,11 +49,17 @@ def batch_command(course: Course, subs: Path, out: Path) -> list[str]:
 
 def verdicts(record_file: Path) -> list[tuple[str, str, float, str]]:
     """What a record says about each test, without what differs from run to run: timings, the student's
-    name, and the rank's log tail quoted after a crash (its lines carry timestamps)."""
+    name (and the folder named after them that a zip may hold its files in), and the rank's log tail quoted
+    after a crash (its lines carry timestamps)."""
     result = json.loads(record_file.read_text())["result"]
     student = result["graded"]
     return [
-        (t["name"], t["status"], t["score"], t["output"].split("\nlast output of")[0].replace(student, "<s>"))
+        (
+            t["name"],
+            t["status"],
+            t["score"],
+            t["output"].split("\nlast output of")[0].replace(f"{student}/", "").replace(student, "<s>"),
+        )
         for t in result["tests"]
     ]
 

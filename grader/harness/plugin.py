@@ -130,6 +130,16 @@ class GradingPlugin:
         items[:] = known
         self._total = len(known)
 
+    def _concept_points(self, part: Part, concept: str) -> float:
+        """``concept``'s share of ``part``'s points, split over the part's concepts that have tests in this
+        run: all of them with the hidden suite; with the public checks alone, those the public suite grades
+        (so passing every public check shows full marks, under the note that the hidden tests are to come)."""
+        declared = part.concept(concept)
+        if declared is None:
+            return part.points
+        present = sum(c.weight for c in part.concepts if (part.id, c.name) in self._tests_per_concept)
+        return part.points * declared.weight / present
+
     def _concept_of(self, item: pytest.Item, part: Part) -> str:
         """The concept ``item`` scores for; a concept its part does not declare is a course bug."""
         if not part.concepts:
@@ -224,7 +234,7 @@ class GradingPlugin:
         concept = self._concepts[item.nodeid]
         if status is Status.FAILED:
             output = _explained(output, item, call, part.concept(concept))
-        max_score = part.concept_points(concept) / self._tests_per_concept[part.id, concept]
+        max_score = self._concept_points(part, concept) / self._tests_per_concept[part.id, concept]
         suite = "public" if Path(str(item.path)).is_relative_to(self.course.root / "exercises") else "hidden"
         return TestResult(
             name=item.name,
@@ -274,6 +284,8 @@ def _verdict(call: pytest.CallInfo[None], report: pytest.TestReport, part_id: st
         where = f" rank {exc.rank}/{exc.world_size}" if exc.rank is not None else ""
         status = Status.OOM if isinstance(exc, RankOutOfMemory) else Status.FAILED
         return status, f"[{part_id}{where}] {exc.message}"
+    if isinstance(exc, pytest.fail.Exception):  # pytest.raises that saw nothing raised, or pytest.fail
+        return Status.FAILED, f"[{part_id}] {str(exc).strip() or 'failed'}"
     if isinstance(exc, AssertionError):
         # Keep the test's own message and pytest's "assert a == b", not its "+ where" repr dump.
         lines = [ln for ln in str(exc).strip().splitlines() if not ln.startswith(" +")][:3]

@@ -164,8 +164,17 @@ class TestSizing:
 
     @pytest.mark.concept("capacity_limit")
     def test_too_big(self, world: World) -> None:
-        with pytest.raises(RankFailure, match="ValueError"):
-            call(world, "fabric_size", 65537, 64)
+        try:
+            sized = call(world, "fabric_size", 65537, 64)
+        except RankFailure as raised:
+            assert "ValueError" in str(raised), (
+                f"fabric_size(65537, 64) raised, but not a ValueError: {raised}"
+            )
+        else:
+            raise AssertionError(
+                f"fabric_size(65537, 64) returned {sized!r}: no three-tier radix-64 fat tree holds 65537 "
+                "endpoints, so it must raise ValueError"
+            )
 
 
 # ------------------------------------------------------------------------------------------------------------
