@@ -39,6 +39,7 @@ def grades(out: Path) -> dict[str, dict[str, str]]:
     return {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
 
 
+@pytest.mark.slow  # a whole batch: grading processes, gradebook, reports
 def test_batch_grades_resumes_regrades_and_exports(
     edited_course, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:  # type: ignore[no-untyped-def]

@@ -24,6 +24,7 @@ def batch(course: Course, *argv: str) -> int:
     )
 
 
+@pytest.mark.slow  # a whole batch: grading processes, gradebook, reports
 def test_a_batch_names_invalid_uploads_grades_none_of_them_and_records_each_as_zero(
     edited_course, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
