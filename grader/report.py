@@ -49,7 +49,8 @@ def to_terminal(result: ExerciseResult, console: Console) -> None:
         if not concept.earned and concept.max_score:
             failed = concept.tests - concept.passed
             console.print(
-                f"[red]lost {concept.max_score:.3g} points[/] on [bold]{concept.part}: {concept.name}[/]"
+                f"[red]lost {concept.max_score:.3g} point{'' if concept.max_score == 1 else 's'}[/] on "
+                f"[bold]{concept.part}: {concept.name}[/]"
                 f" ({failed} of {concept.tests} tests not passed)"
                 + (f"\n  {concept.idea}" if concept.idea else ""),
                 soft_wrap=True,
