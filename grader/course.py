@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -63,13 +64,14 @@ class Part:
     def concept(self, name: str) -> Concept | None:
         return next((c for c in self.concepts if c.name == name), None)
 
-    def concept_points(self, name: str) -> float:
-        """The points ``name`` is worth; the whole part when the part declares no concepts."""
-        if not self.concepts:
-            return self.points
+    def concept_points(self, name: str, among: Collection[str] | None = None) -> float:
+        """The points ``name`` is worth: the part split by weight over its concepts, or over those in
+        ``among`` alone (the concepts a run has tests for); the whole part when it declares no concepts."""
         concept = self.concept(name)
-        weight = concept.weight if concept else 0.0
-        return self.points * weight / sum(c.weight for c in self.concepts)
+        if concept is None:
+            return self.points if not self.concepts else 0.0
+        counted = [c for c in self.concepts if among is None or c.name in among]
+        return self.points * concept.weight / sum(c.weight for c in counted)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

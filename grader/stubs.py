@@ -7,6 +7,9 @@ Each ``### BEGIN SOLUTION <part id>`` ... ``### END SOLUTION`` region becomes on
 from __future__ import annotations
 
 import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from grader.course import Course, Exercise
@@ -71,3 +74,13 @@ def write_stubs(course: Course, exercise: Exercise) -> list[Path]:
             path.write_text(text)
             changed.append(path)
     return changed
+
+
+@contextmanager
+def fresh_stubs(course: Course, exercise: Exercise) -> Iterator[Path]:
+    """A temporary folder holding the stubs rendered from the reference: an untouched submission."""
+    with tempfile.TemporaryDirectory(prefix="distgpu-stubs-") as folder:
+        for name in exercise.files:
+            source = (course.solution_dir(exercise) / name).read_text()
+            (Path(folder) / name).write_text(render_stub(source, name))
+        yield Path(folder)

@@ -23,9 +23,10 @@ from typing import Any
 import yaml
 
 from grader.course import Course, Exercise
+from grader.grading import stub_problems
 from grader.results import ExerciseResult, Status
 from grader.runners import GradeJob, Runner
-from grader.stubs import render_stub
+from grader.stubs import fresh_stubs
 
 BUG_KEYS = {"name", "why", "file", "replace", "with", "concept", "loses", "keeps", "verdict", "message"}
 """What a bug-corpus entry may say (docs/authoring.md); name, why, file, replace, with, concept: always."""
@@ -150,7 +151,7 @@ def validate_exercise(
 
     reference_dir = course.solution_dir(exercise)
     references = [grade(reference_dir, f"reference run {i + 1}") for i in range(runs)]
-    with _stubs(course, exercise) as folder:
+    with fresh_stubs(course, exercise) as folder:
         stubs = grade(folder, "stubs")
     alts = []
     for case in alt_cases(corpus_root, exercise):
@@ -162,7 +163,7 @@ def validate_exercise(
         with _mutated(reference_dir, bug) as folder:
             result = grade(folder, bug["name"])
         bugs.append(_judged_bug(exercise, bug, result))
-    problems = _reference_problems(references) + _stub_problems(stubs)
+    problems = _reference_problems(references) + stub_problems(stubs)
     problems += [a.problem for a in alts if a.problem] + [b.problem for b in bugs if b.problem]
     return Validity(exercise, references, stubs, alts, bugs, problems)
 
@@ -193,15 +194,6 @@ def alt_cases(corpus_root: Path, exercise: Exercise) -> list[Path]:
         if not (case / ALT_CASE_FILE).is_file():
             raise CorpusError(f"{case}: no {ALT_CASE_FILE} saying how the case differs from the reference")
     return cases
-
-
-@contextmanager
-def _stubs(course: Course, exercise: Exercise) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="distgpu-stubs-") as folder:
-        for name in exercise.files:
-            source = (course.solution_dir(exercise) / name).read_text()
-            (Path(folder) / name).write_text(render_stub(source, name))
-        yield Path(folder)
 
 
 @contextmanager
@@ -261,17 +253,3 @@ def _reference_problems(references: list[ExerciseResult]) -> list[str]:
     failing_runs = sum(not r.full_marks for r in references)
     kind = "fails" if failing_runs == len(references) else "is flaky"
     return [f"reference {kind} ({failing_runs} of {len(references)} runs): {', '.join(wavered)}"]
-
-
-def _stub_problems(stubs: ExerciseResult) -> list[str]:
-    wrong = [
-        t.name
-        for t in stubs.tests
-        if t.status is not Status.BLOCKED
-        and (t.status is not Status.FAILED or "NotImplementedError" not in t.output)
-    ]
-    return (
-        [f"stubs: {len(wrong)} test(s) do not fail with NotImplementedError: {', '.join(wrong[:5])}"]
-        if wrong
-        else []
-    )

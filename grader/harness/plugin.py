@@ -130,16 +130,6 @@ class GradingPlugin:
         items[:] = known
         self._total = len(known)
 
-    def _concept_points(self, part: Part, concept: str) -> float:
-        """``concept``'s share of ``part``'s points, split over the part's concepts that have tests in this
-        run: all of them with the hidden suite; with the public checks alone, those the public suite grades
-        (so passing every public check shows full marks, under the note that the hidden tests are to come)."""
-        declared = part.concept(concept)
-        if declared is None:
-            return part.points
-        present = sum(c.weight for c in part.concepts if (part.id, c.name) in self._tests_per_concept)
-        return part.points * declared.weight / present
-
     def _concept_of(self, item: pytest.Item, part: Part) -> str:
         """The concept ``item`` scores for; a concept its part does not declare is a course bug."""
         if not part.concepts:
@@ -234,7 +224,10 @@ class GradingPlugin:
         concept = self._concepts[item.nodeid]
         if status is Status.FAILED:
             output = _explained(output, item, call, part.concept(concept))
-        max_score = self._concept_points(part, concept) / self._tests_per_concept[part.id, concept]
+        # With the public checks alone, a part is split over the concepts they grade: passing every public
+        # check shows full marks, under the note that the hidden tests are still to come.
+        graded = {name for part_id, name in self._tests_per_concept if part_id == part.id}
+        max_score = part.concept_points(concept, graded) / self._tests_per_concept[part.id, concept]
         suite = "public" if Path(str(item.path)).is_relative_to(self.course.root / "exercises") else "hidden"
         return TestResult(
             name=item.name,
