@@ -23,7 +23,8 @@ examples:
   grade exercise ring_tree                     the same, by slug (02, 2 and ring_tree are one exercise)
   grade exercise 02 -k ring_allreduce          grade one part only
   grade exercise 02 --watch                    regrade every time you save (Ctrl-C stops)
-  grade hint 02                                the next hint for exercise 02 (they are counted)
+  grade hint 02                                which parts of exercise 02 have hints, and how many you saw
+  grade hint 02 ring_allreduce                 the next hint for that part (they are counted)
   grade checkpoint 1                           grade all of section 1; pass it at the threshold
   grade progress                               your best and last scores, hints and checkpoints
   grade exercise 02 --submission alice.zip     grade a student's submission (a folder or a zip)
@@ -95,8 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_options(checkpoint)
     checkpoint.set_defaults(handler=cmd_checkpoint)
 
-    hint = commands.add_parser("hint", help="reveal the next hint for an exercise")
+    hint = commands.add_parser("hint", help="reveal the next hint for a part of an exercise")
     hint.add_argument("id", help="number or slug")
+    hint.add_argument("part", nargs="?", help="part name ('ring_allreduce' or '02.ring_allreduce')")
     hint.set_defaults(handler=cmd_hint)
 
     check = commands.add_parser("check", help="validate the course: references 100 %%, stubs 0 %%, in sync")
@@ -365,29 +367,50 @@ def cmd_checkpoint(args: argparse.Namespace, course: Course, console: Console) -
 
 
 def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.hints import hints_for
+    from grader.hints import hints_for, progress_key
     from grader.progress import ProgressError, ProgressStore
 
     exercise = course.find(args.id)
-    hints = hints_for(course, exercise)
-    if not hints:
+    ladders = hints_for(course, exercise)
+    if not ladders:
         console.print(f"exercise {exercise.key} has no hints yet; its README.md explains the background")
         return 0
     store = ProgressStore()
+    part = _hint_part(args.part, exercise.key, list(ladders))
+    if part is None:
+        _hint_menu(exercise.key, ladders, store.all_hints_revealed(course.title), console)
+        return 0
+    hints, key = ladders[part], progress_key(exercise, part)
     try:
-        shown = min(store.hints_revealed(course.title, exercise.key) + 1, len(hints))
-        store.set_hints_revealed(course.title, exercise.key, shown)
+        shown = min(store.hints_revealed(course.title, key) + 1, len(hints))
+        store.set_hints_revealed(course.title, key, shown)
     except ProgressError as exc:
         raise ValueError(f"cannot count your hints, so none is shown: {exc}") from None
     for hint in hints[: shown - 1]:
         console.print(f"[dim]hint {hint.number}: {hint.title} (seen)[/]")
     hint = hints[shown - 1]
-    console.print(f"[bold]Hint {hint.number} of {len(hints)}: {hint.title}[/]")
+    console.print(f"[bold]{exercise.key}.{part}, hint {hint.number} of {len(hints)}: {hint.title}[/]")
     console.print(hint.text, markup=False)
     more = len(hints) - shown
-    left = f"{more} more: run `grade hint {exercise.key}` again" if more else "that was the last hint"
-    console.print(f"[dim]{left}[/]")
+    again = f"grade hint {exercise.key} {part}"
+    console.print(f"[dim]{f'{more} more: run `{again}` again' if more else 'that was the last hint'}[/]")
     return 0
+
+
+def _hint_part(asked: str | None, key: str, parts: list[str]) -> str | None:
+    """The part a `grade hint` call means: the one named, the only one, or None (show the menu)."""
+    if asked is None:
+        return parts[0] if len(parts) == 1 else None
+    name = asked.removeprefix(f"{key}.")
+    if name not in parts:
+        raise KeyError(f"exercise {key} has no hints for part {asked!r}; it has: {', '.join(parts)}")
+    return name
+
+
+def _hint_menu(key: str, ladders: dict[str, list], seen: dict[str, int], console: Console) -> None:
+    console.print(f"exercise {key} has a ladder of hints per part; each call reveals one more:")
+    for part, hints in ladders.items():
+        console.print(f"  grade hint {key} {part:<28} {seen.get(f'{key}.{part}', 0)} of {len(hints)} seen")
 
 
 def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int:

@@ -1,16 +1,26 @@
-"""Hints, revealed one at a time: ``exercises/NN_slug/hints.md``, in the order the exercise defines.
+"""Hints, a ladder per part, revealed one at a time: ``exercises/NN_slug/hints.md``.
 
 The format is strict so that a typo cannot hide or reorder a hint::
 
     # Hints: exercise 02, ring and tree algorithms
 
-    ## Hint 1: the title says what the hint is about
+    ## Part ring_allreduce
+
+    ### Hint 1: the concept, first
     Markdown text, at least one line.
 
-    ## Hint 2: ...
+    ### Hint 2: then the method
+    ...
 
-Only the ``# `` title line and blank lines may come before ``## Hint 1``; hints are numbered 1, 2, 3...
-with no gap; every other ``## `` heading is an error. Errors are ``HintsError`` naming file:line.
+    ## Part tree_allreduce
+
+    ### Hint 1: ...
+
+Only the ``# `` title line and blank lines may come before the first ``## Part``; each part names a part of
+the exercise in course.yml, at most once; its hints are numbered 1, 2, 3... with no gap. Every other ``#``
+heading level is an error (a hint's text may not use headings). Errors are ``HintsError`` naming file:line.
+A ladder goes from the idea to the method to something close to the code; the course requires three or more
+rungs per part (tests/test_hints.py), the parser only one.
 """
 
 from __future__ import annotations
@@ -22,7 +32,8 @@ from pathlib import Path
 from grader.course import Course, Exercise
 
 HINTS_FILE = "hints.md"
-_HEADING = re.compile(r"^## Hint (\d+): (\S.*)$")
+_PART = re.compile(r"^## Part (\w+)\s*$")
+_HINT = re.compile(r"^### Hint (\d+): (\S.*)$")
 
 
 class HintsError(ValueError):
@@ -36,38 +47,71 @@ class Hint:
     text: str
 
 
-def load_hints(path: Path) -> list[Hint]:
-    """Parse and validate ``path``; an exercise without the file has no hints (``[]``)."""
+@dataclass
+class _Ladder:
+    part: str
+    line: int
+    hints: list[tuple[int, int, str, list[str]]]  # (line, number, title, body lines)
+
+
+def load_hints(path: Path, parts: list[str] | None = None) -> dict[str, list[Hint]]:
+    """Parse and validate ``path`` into {part name: ladder}, in file order; ``{}`` when there is no file.
+
+    With ``parts`` (the exercise's part names), a ladder for any other name is an error."""
     if not path.is_file():
-        return []
+        return {}
     lines = path.read_text().splitlines()
     where = f"{path.parent.name}/{path.name}"
     if not lines or not lines[0].startswith("# "):
         raise HintsError(f"{where}:1: expected a '# ' title line first")
-    hints: list[tuple[int, int, str, list[str]]] = []  # (line, number, title, body lines)
+    ladders: list[_Ladder] = []
     for i, line in enumerate(lines[1:], start=2):
-        if line.startswith("## "):
-            match = _HEADING.match(line)
-            if not match:
-                raise HintsError(f"{where}:{i}: expected '## Hint N: title', got {line!r}")
-            number = int(match[1])
-            if number != len(hints) + 1:
-                raise HintsError(f"{where}:{i}: hint {number} where hint {len(hints) + 1} was expected")
-            hints.append((i, number, match[2].strip(), []))
-        elif line.startswith("# "):
-            raise HintsError(f"{where}:{i}: a second '# ' title")
-        elif hints:
-            hints[-1][3].append(line)
+        if line.startswith("#"):
+            ladders = _heading(line, f"{where}:{i}", i, ladders, parts)
+        elif ladders and ladders[-1].hints:
+            ladders[-1].hints[-1][3].append(line)
         elif line.strip():
-            raise HintsError(f"{where}:{i}: text before '## Hint 1'")
-    if not hints:
-        raise HintsError(f"{where}: no '## Hint 1: ...' heading")
-    for line_no, number, _, body in hints:
+            raise HintsError(f"{where}:{i}: text outside a hint (each needs its '### Hint N: title')")
+    if not ladders:
+        raise HintsError(f"{where}: no '## Part NAME' heading")
+    return {ladder.part: _finished(ladder, where) for ladder in ladders}
+
+
+def _heading(line: str, at: str, i: int, ladders: list[_Ladder], parts: list[str] | None) -> list[_Ladder]:
+    if part := _PART.match(line):
+        name = part[1]
+        if parts is not None and name not in parts:
+            raise HintsError(f"{at}: no part {name!r} in this exercise (it has {', '.join(parts)})")
+        if any(ladder.part == name for ladder in ladders):
+            raise HintsError(f"{at}: a second ladder for part {name!r}")
+        return [*ladders, _Ladder(name, i, [])]
+    if hint := _HINT.match(line):
+        if not ladders:
+            raise HintsError(f"{at}: a hint before the first '## Part NAME'")
+        ladder, number = ladders[-1], int(hint[1])
+        if number != len(ladder.hints) + 1:
+            raise HintsError(f"{at}: hint {number} where hint {len(ladder.hints) + 1} was expected")
+        ladder.hints.append((i, number, hint[2].strip(), []))
+        return ladders
+    raise HintsError(f"{at}: expected '## Part NAME' or '### Hint N: title', got {line!r}")
+
+
+def _finished(ladder: _Ladder, where: str) -> list[Hint]:
+    if not ladder.hints:
+        raise HintsError(f"{where}:{ladder.line}: part {ladder.part!r} has no '### Hint 1: ...'")
+    for line_no, number, _, body in ladder.hints:
         if not "\n".join(body).strip():
-            raise HintsError(f"{where}:{line_no}: hint {number} has no text")
-    return [Hint(number, title, "\n".join(body).strip()) for _, number, title, body in hints]
+            raise HintsError(f"{where}:{line_no}: hint {number} of {ladder.part!r} has no text")
+    return [Hint(number, title, "\n".join(body).strip()) for _, number, title, body in ladder.hints]
 
 
-def hints_for(course: Course, exercise: Exercise) -> list[Hint]:
-    """The exercise's hints, in order; ``[]`` when it has none."""
-    return load_hints(course.exercise_dir(exercise) / HINTS_FILE)
+def hints_for(course: Course, exercise: Exercise) -> dict[str, list[Hint]]:
+    """The exercise's ladders by part name, in course order; ``{}`` when it has no hints.md."""
+    names = [part.name for part in exercise.parts]
+    ladders = load_hints(course.exercise_dir(exercise) / HINTS_FILE, names)
+    return {name: ladders[name] for name in names if name in ladders}
+
+
+def progress_key(exercise: Exercise, part: str) -> str:
+    """How the progress store counts a ladder: by part id ('02.ring_allreduce')."""
+    return f"{exercise.key}.{part}"

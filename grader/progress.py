@@ -274,8 +274,14 @@ def _exercise_progress(
         max_score=exercise.points,
         last=mine[-1] if mine else None,
         done=any(a.full_marks for a in whole),
-        hints_used=hints.get(exercise.key, 0),
+        hints_used=_hints_used(exercise.key, hints),
     )
+
+
+def _hints_used(key: str, hints: dict[str, int]) -> int:
+    """Hints seen in an exercise: counted per part ('02.ring_allreduce'), or per exercise ('02') by older
+    versions of `grade hint`."""
+    return sum(n for counted, n in hints.items() if counted == key or counted.startswith(f"{key}."))
 
 
 def progress_json(sections: list[SectionProgress]) -> dict[str, Any]:

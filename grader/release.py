@@ -7,6 +7,9 @@ public checks and says that the hidden tests run at submission.
 
 from __future__ import annotations
 
+import builtins
+import keyword
+import re
 import shutil
 from pathlib import Path
 
@@ -24,7 +27,37 @@ SHIPPED = (
 )
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".grade", "*.egg-info")
 MIN_LEAK_CHARS = 30
-"""A shared line shorter than this (``return out``, ``import torch``) is not evidence of a leak."""
+"""A hidden-suite line shorter than this (``import torch``, ``assert out``) is not evidence of a leak."""
+NOT_SCANNED = ("grader",)
+"""Bundle folders the solution-line scan skips: the grader shares helpers with suites, and holds no answer."""
+GENERIC_LINES: dict[str, str] = {
+    # line (stripped) -> why it may appear in a reference body and in student-visible files alike
+    "return out": "returning the result by its conventional name",
+    "return results": "returning the result by its conventional name",
+    "return schedule": "returning the result by its conventional name",
+    "return table": "returning the result by its conventional name",
+    "return buf": "returning the result by its conventional name",
+    "return t": "returning the result by its conventional name",
+    "return pieces": "returning the result by its conventional name",
+    "out = []": "starting a result list",
+    "out = {": "starting a result dict",
+    "out.append(g)": "appending to the result list",
+    "}  # fmt: skip": "a formatter directive closing a literal",
+    ")  # fmt: skip": "a formatter directive closing a call",
+    "hw = load()": "loading coursekit's hardware catalogue, as the README shows",
+    "if causal:": "branching on the causal flag of the function's signature",
+    "if rank == 0:": "branching on rank 0",
+    "if missing:": "branching on an empty check",
+    "while queue:": "the loop of any breadth-first search",
+    "for r in range(p):": "looping over ranks",
+    "req.wait()": "waiting on a torch.distributed request",
+    "request.wait()": "waiting on a torch.distributed request",
+    "p = dist.get_world_size()": "asking the world size",
+    "t = dist.get_world_size(group)": "asking the group size",
+    "p, r = dist.get_world_size(), dist.get_rank()": "asking the world size and rank",
+    "t0 = time.perf_counter()": "starting a timer",
+}
+"""Lines of reference bodies that are no answer: idioms any solution and any given code share."""
 
 
 def build_release(course: Course, out: Path) -> list[str]:
@@ -41,24 +74,49 @@ def build_release(course: Course, out: Path) -> list[str]:
     return find_leaks(course, out)
 
 
-def secret_lines(course: Course) -> dict[str, str]:
-    """Distinctive lines that only solution bodies and hidden suites hold -> where they come from.
+def hidden_suite_lines(course: Course) -> dict[str, str]:
+    """Distinctive lines that only hidden suites hold -> where they come from.
 
     A line that public course files hold too (an import, a helper a public test shares) proves nothing, so
-    it is no secret. Generated stubs do not count as public: a stale stub that kept a body is caught.
+    it is no secret.
     """
     secrets: dict[str, str] = {}
-    public: set[str] = set()
     for hidden in sorted((course.root / "solutions").glob("*/test_hidden.py")):
-        _add(secrets, hidden.read_text().splitlines(), str(hidden.relative_to(course.root)))
+        for line in hidden.read_text().splitlines():
+            text = line.strip()
+            if len(text) >= MIN_LEAK_CHARS and not text.startswith("#"):
+                secrets.setdefault(text, str(hidden.relative_to(course.root)))
+    public = {line.strip() for path in _public_sources(course) for line in _lines(path)}
+    return {line: origin for line, origin in secrets.items() if line not in public}
+
+
+def solution_lines(course: Course) -> dict[str, str]:
+    """Every code line of every reference body -> where it comes from, but for what the student is given.
+
+    Given means: the same line outside the solution regions of any reference file (08 hands out the
+    hanging version of the code it asks to fix), a line of nothing but Python keywords, builtins and
+    punctuation (``else:``, ``return None``), or an entry of ``GENERIC_LINES``. Everything else in a
+    student-visible file is a leak, however short: ``sbh = s * b * h`` is part of an answer.
+    """
+    secrets: dict[str, str] = {}
+    given: set[str] = set()
     for exercise in course.exercises:
         for name in exercise.files:
             body, rest = _split_regions((course.solution_dir(exercise) / name).read_text())
-            _add(secrets, body, f"solutions/{exercise.dirname}/{name}")
-            public.update(line.strip() for line in rest)
-    for path in _public_sources(course):
-        public.update(line.strip() for line in path.read_text(errors="replace").splitlines())
-    return {line: origin for line, origin in secrets.items() if line not in public}
+            origin = f"solutions/{exercise.dirname}/{name}"
+            for text in (line.strip() for line in body):
+                if text and not text.startswith("#") and not _generic(text):
+                    secrets.setdefault(text, origin)
+            given.update(line.strip() for line in rest)
+    return {line: origin for line, origin in secrets.items() if line not in given}
+
+
+def _generic(line: str) -> bool:
+    names = re.findall(r"[A-Za-z_]\w*", line.split("#", 1)[0])
+    return line in GENERIC_LINES or all(name in _PYTHON_WORDS for name in names)
+
+
+_PYTHON_WORDS = frozenset(keyword.kwlist) | frozenset(dir(builtins))
 
 
 def _split_regions(source: str) -> tuple[list[str], list[str]]:
@@ -73,31 +131,29 @@ def _split_regions(source: str) -> tuple[list[str], list[str]]:
     return body, rest
 
 
+def _lines(path: Path) -> list[str]:
+    return path.read_text(errors="replace").splitlines()
+
+
 def _public_sources(course: Course) -> list[Path]:
     stubs = {course.exercise_dir(e) / name for e in course.exercises for name in e.files}
     folders = [course.root / "grader", course.root / "coursekit", course.root / "exercises"]
     return [p for f in folders for p in f.rglob("*") if p.is_file() and p not in stubs and p.suffix != ".pyc"]
 
 
-def _add(secrets: dict[str, str], lines: list[str], origin: str) -> None:
-    for line in lines:
-        text = line.strip()
-        if len(text) >= MIN_LEAK_CHARS and not text.startswith("#"):
-            secrets.setdefault(text, origin)
-
-
 def find_leaks(course: Course, bundle: Path) -> list[str]:
-    """'<bundle file>: line from <origin>' for every secret line found in any bundle file."""
-    secrets = secret_lines(course)
+    """'<bundle file>: a line from <origin>' for every hidden-suite line in any bundle file and every
+    reference-body line in any bundle file outside ``NOT_SCANNED``."""
+    hidden, bodies = hidden_suite_lines(course), solution_lines(course)
     leaks = []
     for path in sorted(p for p in bundle.rglob("*") if p.is_file()):
+        where = path.relative_to(bundle)
         try:
             lines = {ln.strip() for ln in path.read_text().splitlines()}
         except UnicodeDecodeError:
             continue
-        leaks += [
-            f"{path.relative_to(bundle)}: a line from {secrets[ln]}" for ln in sorted(lines & secrets.keys())
-        ]
+        secrets = hidden if where.parts[0] in NOT_SCANNED else {**bodies, **hidden}
+        leaks += [f"{where}: a line from {secrets[ln]}: {ln!r}" for ln in sorted(lines & secrets.keys())]
     if (bundle / "solutions").exists():
         leaks.append("solutions/ is in the bundle")
     return leaks

@@ -9,7 +9,7 @@ import pytest
 
 from grader import cli
 from grader.course import Course, load_course
-from grader.release import build_release, find_leaks
+from grader.release import GENERIC_LINES, MIN_LEAK_CHARS, build_release, find_leaks, solution_lines
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,19 @@ def test_the_scan_catches_a_planted_hidden_test_and_a_stale_stub(
         )
         for leak in leaks
     )
+
+
+def test_the_scan_catches_a_short_reference_line_anywhere_but_the_grader(
+    course: Course, bundle: Path, tmp_path: Path
+) -> None:
+    line, origin = next(
+        (ln, o) for ln, o in sorted(solution_lines(course).items()) if len(ln) < MIN_LEAK_CHARS
+    )
+    planted = tmp_path / "planted"
+    shutil.copytree(bundle, planted)
+    (planted / "coursekit" / "notes.py").write_text(f"    {line}\n    {next(iter(GENERIC_LINES))}\n")
+    (planted / "grader" / "notes.py").write_text(f"{line}\n")
+    assert find_leaks(course, planted) == [f"coursekit/notes.py: a line from {origin}: {line!r}"]
 
 
 def test_in_the_bundle_grading_says_hidden_tests_run_at_submission(
