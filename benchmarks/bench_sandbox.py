@@ -5,6 +5,9 @@
 - per test, bubblewrap: (bwrap run - plain run) / tests, from the median of ROUNDS runs each, alternated so
   that load drifts hit both alike (goal: at most 50 ms per test);
 - per submission, Docker: container run - plain run, medians likewise (goal: at most 1 s per submission);
+- per submission in a batch, Docker pre-warmed: ROUNDS gradings in a row with the next container started
+  while one grades (``DockerRunner(prewarm=True)``, what ``grade batch`` uses), minus ROUNDS plain gradings
+  in a row, over ROUNDS; the first (cold) grading of each row is left out of both;
 - the rank factory's start, plain and in bubblewrap (once per grading run, inside the figures above).
 Needs bubblewrap, a Docker engine and `grade image build`. Run it by hand on a quiet machine.
 ``--no-bwrap`` measures only the plain and Docker runs (the Docker figure; where bubblewrap cannot run).
@@ -34,6 +37,15 @@ def wall(runner: LocalRunner | DockerRunner, job: GradeJob) -> tuple[float, int]
     result = runner.run(job)
     assert result.full_marks, "the reference must pass for the figures to mean anything"
     return time.perf_counter() - started, len(result.tests)
+
+
+def in_a_row(runner: LocalRunner | DockerRunner, job: GradeJob, rounds: int) -> float:
+    """Seconds per grading over ``rounds`` gradings in a row, after one that warms up (not counted)."""
+    wall(runner, job)
+    started = time.perf_counter()
+    for _ in range(rounds):
+        wall(runner, job)
+    return (time.perf_counter() - started) / rounds
 
 
 def factory_start(box: sandbox.Sandbox | None) -> float:
@@ -70,6 +82,11 @@ def main() -> None:
             seconds, tests = wall(runner, job)
             times[name].append(seconds)
     median = {name: statistics.median(values) for name, values in times.items()}
+    prewarmed = DockerRunner(prewarm=True)
+    try:
+        row = {"plain": in_a_row(runners["plain"], job, rounds), "docker": in_a_row(prewarmed, job, rounds)}
+    finally:
+        prewarmed.close()
     public = course.exercise_dir(exercise)
     starts = {"plain": factory_start(None)}
     if with_bwrap:
@@ -81,7 +98,11 @@ def main() -> None:
     if with_bwrap:
         per_test_ms = (median["bwrap"] - median["plain"]) / tests * 1000
         print(f"  bubblewrap: {per_test_ms:+.1f} ms per test (goal <= 50)")
-    print(f"  Docker:     {median['docker'] - median['plain']:+.2f} s per submission (goal <= 1)")
+    print(f"  Docker:     {median['docker'] - median['plain']:+.2f} s per submission, one at a time")
+    print(
+        f"  Docker pre-warmed, {rounds} in a row: plain {row['plain']:.2f} s, docker {row['docker']:.2f} s, "
+        f"{row['docker'] - row['plain']:+.2f} s per submission (goal <= 1)"
+    )
     print("  factory start: " + ", ".join(f"{name} {s:.2f} s" for name, s in starts.items()))
 
 

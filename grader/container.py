@@ -7,8 +7,9 @@
 
 The Docker runner's layout: the course, hidden suites included, at /srv/judge/course (a folder only root may
 enter); exercises/, grader/ and coursekit/ at /opt/distgpu (readable by the ranks); the submission at
-/submission. With ``--format token`` (the default) the result is one stdout line: the token from
-DISTGPU_RESULT_TOKEN (the ranks, another uid, cannot read this process's environment), then the JSON.
+/handoff/submission, written by the host once the container is warm (``--wait-for /handoff/go``). With
+``--format token`` (the default) the result is one stdout line: the token from DISTGPU_RESULT_TOKEN (the
+ranks, another uid, cannot read this process's environment), then the JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ from grader.submission import why_invalid
 
 RANK_UID = 65534
 """nobody: owns no file in the image, and cannot enter the judge's folder."""
+IDLE_TIMEOUT_S = 600.0
+"""How long a warm container waits for its submission before it ends on its own."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,9 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="submission")
     parser.add_argument("--course", type=Path, default=Path("/srv/judge/course/course.yml"))
     parser.add_argument("--programs-root", type=Path, default=Path("/opt/distgpu/exercises"))
-    parser.add_argument("--submission", type=Path, default=Path("/submission"))
+    parser.add_argument("--submission", type=Path, default=Path("/handoff/submission"))
     parser.add_argument("--format", choices=("token", "gradescope", "prairielearn"), default="token")
     parser.add_argument("--out", type=Path, help="results file for --format gradescope or prairielearn")
+    parser.add_argument(
+        "--wait-for",
+        type=Path,
+        help="start warm: import torch and start the rank factory, then wait until this file exists before "
+        "reading the submission (the Docker runner's spare container)",
+    )
+    parser.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S)
     parser.add_argument(
         "--preload",
         help="the exercise's course.yml preload, comma-separated (the Docker runner passes it, so that the "
@@ -67,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             factory = _launched(factory_dir, exercise.preload)
         from grader.runners.local import LocalRunner  # torch: not needed to turn an invalid upload away
 
+        if args.wait_for is not None and not _arrived(args.wait_for, args.idle_timeout):
+            return 0  # a spare nobody needed: the runner that started it is gone or closed
+
         runner = LocalRunner(
             sandbox_mode="none", run_as_uid=RANK_UID, programs_root=args.programs_root, factory=factory
         )
@@ -86,6 +100,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return 0
     return _write_platform_results(payload, args.format, args.out)
+
+
+def _arrived(signal: Path, timeout_s: float) -> bool:
+    """Wait until ``signal`` exists (True) or ``timeout_s`` passes (False); polled, as the file comes from
+    the host through a bind mount."""
+    deadline = time.monotonic() + timeout_s
+    while not signal.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def _launched(folder: str, preload: tuple[str, ...]) -> RankFactory:

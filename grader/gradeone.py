@@ -37,16 +37,19 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
     course = load_course(Path(args.course))
     exercise = course.find(args.exercise)
-    runner = make_runner(args.backend)
+    runner = make_runner(args.backend, many=args.serve is not None)
     if args.serve is None:
         grade_one(course, exercise, runner, args.device, args.submission, args.label, Path(args.out))
         return 0
-    with open(args.serve, "w", buffering=1) as replies:
-        for line in sys.stdin:
-            job = json.loads(line)
-            source = Path(job["submission"]) if job["submission"] else None
-            grade_one(course, exercise, runner, args.device, source, job["label"], Path(job["out"]))
-            replies.write(json.dumps({"out": job["out"]}) + "\n")
+    try:
+        with open(args.serve, "w", buffering=1) as replies:
+            for line in sys.stdin:
+                job = json.loads(line)
+                source = Path(job["submission"]) if job["submission"] else None
+                grade_one(course, exercise, runner, args.device, source, job["label"], Path(job["out"]))
+                replies.write(json.dumps({"out": job["out"]}) + "\n")
+    finally:
+        getattr(runner, "close", lambda: None)()  # a Docker spare; a killed server's is swept by the batch
     return 0
 
 

@@ -74,6 +74,27 @@ def test_no_container_is_left_and_leftovers_are_swept(
     assert orphan.id not in [c.id for c in client.containers.list(all=True)]
 
 
+def test_a_prewarmed_runner_grades_each_submission_in_a_fresh_container(
+    runner: LocalRunner, toy_course: Course
+) -> None:
+    require_docker_image()
+    warm = DockerRunner(memory="2g", prewarm=True)
+    mine = {"label": f"{LABEL}={os.getpid()}"}
+    try:
+        wrong = grade(warm, toy_course, "wrong")
+        (spare,) = warm.client.containers.list(filters=mine)  # started while "wrong" was graded
+        right = grade(warm, toy_course, None)
+        (next_spare,) = warm.client.containers.list(filters=mine)
+        assert next_spare.id != spare.id, "the spare graded the second submission and was removed"
+    finally:
+        warm.close()
+    assert warm.client.containers.list(all=True, filters=mine) == []
+    assert [(t.name, t.status) for t in wrong.tests] == [
+        (t.name, t.status) for t in grade(runner, toy_course, "wrong").tests
+    ]
+    assert right.full_marks and not wrong.full_marks
+
+
 def test_a_course_exercise_scores_the_same_in_docker(
     docker_runner: DockerRunner, runner: LocalRunner, course: Course
 ) -> None:

@@ -37,8 +37,9 @@ class Runner(Protocol):
         ...
 
 
-def make_runner(name: str) -> Runner:
-    """The runner called ``name``; ``ValueError`` for an unknown one."""
+def make_runner(name: str, *, many: bool = False) -> Runner:
+    """The runner called ``name``; ``ValueError`` for an unknown one. ``many``: it will grade one submission
+    after another (a batch), so Docker keeps the next container warm."""
     if name == "local":
         from grader.runners.local import LocalRunner
 
@@ -46,5 +47,5 @@ def make_runner(name: str) -> Runner:
     if name == "docker":
         from grader.runners.docker import DockerRunner
 
-        return DockerRunner()
+        return DockerRunner(prewarm=many)
     raise ValueError(f"unknown backend {name!r}; available: local, docker")

@@ -1,5 +1,12 @@
 """The Docker runner: one container per submission, the judge inside it, JSON out.
 
+Each container starts *warm*: its judge imports torch and starts the rank factory, then waits for the host to
+write the submission into a folder bound read-only at /handoff and to create /handoff/go. With ``prewarm``
+(batches), the runner starts the next submission's container as soon as the current one has its files, so
+the start-up of one hides behind the grading of the other; still one container per submission, nothing
+shared between them. An unused spare is removed by ``close()``, by the next sweep once its grader is gone,
+or ends by itself after ``grader.container.IDLE_TIMEOUT_S``.
+
 The container has no network, memory/pids/CPU limits, a read-only root with a tmpfs, no capabilities but the
 three the judge needs to run ranks as another uid (SETUID, SETGID) and to stop them (KILL), and
 no-new-privileges. Its output is drained while it runs; past its deadline it is killed and removed.
@@ -14,7 +21,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,57 +48,110 @@ at 4096 pids the container hit its 4 GiB before the pid cap and thrashed (every 
 stuck in reclaim) until its deadline; at 512 the bomb stops near 1.5 GiB and the rank's fork fails."""
 
 
-class DockerRunner:
-    """``memory`` and ``pids`` cap the whole container (judge and ranks); pids counts threads too."""
+@dataclass
+class _Warm:
+    """A started container waiting for its submission, and the host folder it will read it from."""
 
-    def __init__(self, *, memory: str = "4g", cpus: float | None = None, pids: int = PIDS_LIMIT) -> None:
+    key: tuple[str, str, str]
+    container: Any
+    handoff: Path
+    token: str
+
+
+class DockerRunner:
+    """``memory`` and ``pids`` cap the whole container (judge and ranks); pids counts threads too.
+    ``prewarm`` keeps the next submission's container started (for a runner that grades many)."""
+
+    def __init__(
+        self, *, memory: str = "4g", cpus: float | None = None, pids: int = PIDS_LIMIT, prewarm: bool = False
+    ) -> None:
         import docker
 
         self.client = docker.from_env()
-        self.memory, self.cpus, self.pids = memory, cpus, pids
+        self.memory, self.cpus, self.pids, self.prewarm = memory, cpus, pids, prewarm
+        self._spare: _Warm | None = None
+        self._lock = threading.Lock()
         sweep_leftovers(self.client)
 
     def run(self, job: GradeJob) -> ExerciseResult:
         started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="distgpu-submission-") as folder:
-            notes = stage(job.source, job.exercise.files, Path(folder))
-            Path(folder).chmod(0o755)
-            output, state = self._run_container(job, Path(folder))
+        warm = self._take_spare(job) or self._start(job)
+        try:
+            notes = stage(job.source, job.exercise.files, warm.handoff / "submission")
+            (warm.handoff / "submission").chmod(0o755)
+            (warm.handoff / "go").touch()
+            if self.prewarm:
+                self._keep_spare(job)
+            output, state = self._finish(warm, job)
+        finally:
+            _discard(warm)
         result = _parse(output, state, job)
         seconds = round(time.perf_counter() - started, 3)
         notes = list(dict.fromkeys((*notes, *result.notes)))  # the judge inside staged it again: same notes
         return replace(result, graded=job.label, notes=tuple(notes), execution_time=seconds)
 
-    def _run_container(self, job: GradeJob, submission: Path) -> tuple[str, dict[str, Any]]:
+    def close(self) -> None:
+        """Remove the spare container, if any."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            _discard(spare)
+
+    def _take_spare(self, job: GradeJob) -> _Warm | None:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and spare.key != _key(job):
+            _discard(spare)
+            return None
+        return spare
+
+    def _keep_spare(self, job: GradeJob) -> None:
+        spare = self._start(job)
+        with self._lock:
+            old, self._spare = self._spare, spare
+        if old is not None:  # another thread kept one meanwhile
+            _discard(old)
+
+    def _start(self, job: GradeJob) -> _Warm:
+        handoff = Path(tempfile.mkdtemp(prefix="distgpu-handoff-"))
+        handoff.chmod(0o755)
         token = secrets.token_hex(16)
-        container = self.client.containers.run(
-            image_tag("cuda" if _device(job) == "cuda" else "cpu"),
-            [
-                *("python", "-m", "grader.container", "--exercise", job.exercise.key),
-                *("--device", _device(job)),
-                *("--preload", ",".join(job.exercise.preload)),  # so the rank factory starts at once
-            ],
-            detach=True,
-            environment={"DISTGPU_RESULT_TOKEN": token},
-            mounts=_mounts(job, submission),
-            labels={LABEL: str(os.getpid())},
-            **self._limits(job),
-        )
         try:
-            drained = _Drain(container)
-            deadline = job.exercise.timeout + START_MARGIN_S
-            try:
-                container.wait(timeout=deadline)
-            except Exception:  # requests' ReadTimeout or ConnectionError: the deadline passed
-                _kill(container)
-                return "", {"deadline": deadline}
-            drained.join()
-            container.reload()
-            state = container.attrs["State"]
-            stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-            return stdout.replace(token, "\0", 1).split("\0", 1)[1] if token in stdout else "", state
-        finally:
-            _remove(container)
+            container = self.client.containers.run(
+                image_tag("cuda" if _device(job) == "cuda" else "cpu"),
+                [
+                    *("python", "-m", "grader.container", "--exercise", job.exercise.key),
+                    *("--device", _device(job)),
+                    *("--preload", ",".join(job.exercise.preload)),  # so the rank factory starts at once
+                    *("--submission", "/handoff/submission", "--wait-for", "/handoff/go"),
+                ],
+                detach=True,
+                environment={"DISTGPU_RESULT_TOKEN": token},
+                mounts=_mounts(job, handoff),
+                labels={LABEL: str(os.getpid())},
+                **self._limits(job),
+            )
+        except BaseException:
+            shutil.rmtree(handoff, ignore_errors=True)
+            raise
+        return _Warm(_key(job), container, handoff, token)
+
+    def _finish(self, warm: _Warm, job: GradeJob) -> tuple[str, dict[str, Any]]:
+        """Wait for ``warm``'s judge, given its go, until the deadline: (stdout after the token, state)."""
+        container = warm.container
+        drained = _Drain(container)
+        deadline = job.exercise.timeout + START_MARGIN_S
+        try:
+            container.wait(timeout=deadline)
+        except Exception:  # requests' ReadTimeout or ConnectionError: the deadline passed
+            _kill(container)
+            return "", {"deadline": deadline}
+        drained.join()
+        container.reload()
+        state = container.attrs["State"]
+        stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        token = warm.token
+        return stdout.replace(token, "\0", 1).split("\0", 1)[1] if token in stdout else "", state
 
     def _limits(self, job: GradeJob) -> dict[str, Any]:
         from docker.types import DeviceRequest, LogConfig, Ulimit
@@ -120,6 +180,16 @@ class DockerRunner:
         if _device(job) == "cuda":
             limits["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
         return limits
+
+
+def _key(job: GradeJob) -> tuple[str, str, str]:
+    """What a warm container is started for: a spare serves only a job with the same key."""
+    return (str(job.course.root), job.exercise.key, _device(job))
+
+
+def _discard(warm: _Warm) -> None:
+    _remove(warm.container)
+    shutil.rmtree(warm.handoff, ignore_errors=True)
 
 
 def _kill(container: Any) -> None:
@@ -183,7 +253,7 @@ def _device(job: GradeJob) -> str:
     )
 
 
-def _mounts(job: GradeJob, submission: Path) -> list[Any]:
+def _mounts(job: GradeJob, handoff: Path) -> list[Any]:
     from docker.types import Mount
 
     def ro(source: Path, target: str) -> Mount:
@@ -195,7 +265,7 @@ def _mounts(job: GradeJob, submission: Path) -> list[Any]:
         ro(job.course.root / "exercises", "/opt/distgpu/exercises"),
         ro(package_root / "grader", "/opt/distgpu/grader"),
         ro(package_root / "coursekit", "/opt/distgpu/coursekit"),
-        ro(submission, "/submission"),
+        ro(handoff, "/handoff"),
     ]
 
 
