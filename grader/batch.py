@@ -347,6 +347,8 @@ class PendingGrade:
     """The record key: the hash of its files, the suite and the runner (grader.records.submission_key)."""
     submitted: str | None
     """ISO 8601 submission time to record (``--late``), else None."""
+    files: dict[str, str] = field(default_factory=dict)
+    """sha256 of each file grading takes, by name."""
 
 
 class BatchPool(Protocol):
@@ -388,7 +390,7 @@ class LocalPool:
         def finished(submission: Submission, result: ExerciseResult) -> None:
             grade = pending[submission.student]
             if result.verdict is not Status.ERROR:  # a grader or course failure: the next run retries it
-                store.put(Record(submission.student, grade.key, result, grade.submitted))
+                store.put(Record(submission.student, grade.key, result, grade.submitted, grade.files))
             on_result(submission.student, result)
 
         grade_all(plan, [p.submission for p in todo], finished)
@@ -426,6 +428,6 @@ def set_aside_invalid(
             continue
         student = pending.submission.student
         result = invalid_result(plan.exercise, reason, student, plan.device)
-        store.put(Record(student, pending.key, result, pending.submitted))
+        store.put(Record(student, pending.key, result, pending.submitted, pending.files))
         on_result(student, result)
     return gradable

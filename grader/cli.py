@@ -35,6 +35,8 @@ examples:
   grade batch subs/ --exercise 10 --backend docker   grade every student in subs/ (reruns resume)
   grade batch subs/ --exercise 10 --regrade alice     grade alice again (e.g. after fixing a test)
   grade batch subs/ --exercise 07 --backend slurm --dry-run   the sbatch scripts a cluster batch would submit
+  grade report grades/10_tensor_parallel        what the class missed, as HTML (grade batch writes it too)
+  grade report grades/10_tensor_parallel --anonymize   the same with pseudonyms, to share with TAs
   grade export --csv grades.csv                 the gradebook as `nbgrader export` writes it
   grade release ../distgpu-student             the student bundle (no solutions/, no hidden tests; scanned)
   grade gradescope 02 ex02-autograder.zip      a Gradescope autograder for one exercise (CPU only there)
@@ -169,6 +171,12 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--csv", type=Path, required=True, help="the file to write")
     export.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     export.set_defaults(handler=cmd_export)
+
+    class_report = commands.add_parser("report", help="a batch's class report: what the class missed")
+    class_report.add_argument("grades", type=Path, help="a batch's folder (grades/NN_slug)")
+    class_report.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
+    class_report.add_argument("--anonymize", action="store_true", help="stable pseudonyms for student ids")
+    class_report.set_defaults(handler=cmd_report)
 
     release = commands.add_parser("release", help="the student bundle: no solutions, no hidden suites")
     release.add_argument("out", type=Path, help="a new folder for the bundle")
@@ -589,6 +597,9 @@ def _batch_report(outcome: grading.BatchOutcome, console: Console) -> None:
     said += [f"{invalid} invalid (not graded)"] if invalid else []
     said += [f"{current} unchanged since their last run (records kept)"] if current else []
     console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True)
+    index = outcome.out / "report" / "index.html"
+    if index.is_file():
+        console.print(f"what the class missed: {index}", soft_wrap=True, markup=False, highlight=False)
 
 
 def _gpu_count() -> int:
@@ -642,6 +653,19 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
     with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
         export_csv(gradebook, args.csv)
     console.print(f"wrote {args.csv}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.class_report import write_report
+    from grader.records import RecordStore
+
+    if not (args.grades / "records").is_dir():
+        raise ValueError(f"{args.grades} is not a batch's folder (it has no records/); give grades/NN_slug")
+    first = next(iter(RecordStore(args.grades / "records", sweep=False).all()), None)
+    deadline = course.find(first.result.exercise).deadline if first else None
+    index = write_report(args.grades, args.html, deadline=deadline, anonymize=args.anonymize)
+    console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

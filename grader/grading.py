@@ -18,11 +18,12 @@ from grader.batch import (
     discover,
     set_aside_invalid,
 )
+from grader.class_report import write_report
 from grader.course import Course, Exercise
 from grader.gradebook import open_gradebook
 from grader.gradebook import record as record_grade
 from grader.progress import Attempt, ProgressError, ProgressStore, file_hashes, now
-from grader.records import Record, RecordStore, submission_key, suite_hash
+from grader.records import Record, RecordStore, keyed_files, suite_hash
 from grader.results import ExerciseResult, Status
 from grader.runners import GradeJob, Runner, SuiteError
 from grader.stubs import fresh_stubs, stale_stubs
@@ -214,6 +215,8 @@ def batch_grade(
     records = [r for r in store.all() if r.student in current]
     _write_gradebook(plan, records, reference, gradebook_url)
     report.write_batch_outputs(records, out, plan.exercise.points)
+    if records:
+        write_report(out, deadline=plan.exercise.deadline)
     return BatchOutcome(records, [p.submission.student for p in todo], out)
 
 
@@ -227,10 +230,10 @@ def batch_todo(
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
     todo = []
     for submission in found:
-        key = submission_key(submission.path, plan.exercise, suite, runner_id)
+        key, files = keyed_files(submission.path, plan.exercise, suite, runner_id)
         if submission.student in regrade or _stale(store.get(submission.student), key):
             submitted = submission.submitted.isoformat() if late and submission.submitted else None
-            todo.append(PendingGrade(submission, key, submitted))
+            todo.append(PendingGrade(submission, key, submitted, files))
     return todo
 
 

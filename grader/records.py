@@ -11,12 +11,13 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from grader.course import Course, Exercise
+from grader.progress import file_hashes
 from grader.results import ExerciseResult
 from grader.submission import stage
 
@@ -28,6 +29,8 @@ class Record:
     result: ExerciseResult
     submitted: str | None
     """ISO 8601 time the student submitted, when known."""
+    files: dict[str, str] = field(default_factory=dict)
+    """sha256 of each file graded, by name (what the class report shows); empty for older records."""
 
 
 def suite_hash(course: Course, exercise: Exercise) -> str:
@@ -44,14 +47,19 @@ def suite_hash(course: Course, exercise: Exercise) -> str:
 
 def submission_key(source: Path, exercise: Exercise, suite: str, runner_id: str) -> str:
     """Hash of the files grading would take from ``source``, plus the suite and the runner."""
+    return keyed_files(source, exercise, suite, runner_id)[0]
+
+
+def keyed_files(source: Path, exercise: Exercise, suite: str, runner_id: str) -> tuple[str, dict[str, str]]:
+    """(``submission_key``, sha256 of each file grading takes from ``source`` by name, or '<missing>')."""
     digest = hashlib.sha256(f"{suite}\n{runner_id}\n".encode())
     with tempfile.TemporaryDirectory(prefix="distgpu-key-") as folder:
         notes = stage(source, exercise.files, Path(folder))
-        digest.update("\n".join(notes).encode())
-        for name in exercise.files:
-            path = Path(folder) / name
-            digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<missing>"))
-    return digest.hexdigest()
+        files = file_hashes(Path(folder), exercise.files)
+    digest.update("\n".join(notes).encode())
+    for name, sha in files.items():
+        digest.update(f"{name}\0{sha}\n".encode())
+    return digest.hexdigest(), files
 
 
 class RecordStore:
@@ -69,7 +77,11 @@ class RecordStore:
         try:
             data = json.loads((self.folder / f"{student}.json").read_text())
             return Record(
-                data["student"], data["key"], ExerciseResult.from_dict(data["result"]), data["submitted"]
+                data["student"],
+                data["key"],
+                ExerciseResult.from_dict(data["result"]),
+                data["submitted"],
+                data.get("files", {}),
             )
         except (OSError, ValueError, KeyError):
             return None
@@ -79,6 +91,7 @@ class RecordStore:
             "student": record.student,
             "key": record.key,
             "submitted": record.submitted,
+            "files": record.files,
             "result": record.result.to_dict(),
         }
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{record.student}.", suffix=".tmp")

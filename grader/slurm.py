@@ -247,7 +247,9 @@ class SlurmPool:
                 reason=reason,
             )
             if verdict is not Status.ERROR:
-                store.put(Record(culprit.submission.student, culprit.key, result, culprit.submitted))
+                store.put(
+                    Record(culprit.submission.student, culprit.key, result, culprit.submitted, culprit.files)
+                )
             on_result(culprit.submission.student, result)
             again += missing[1:]
         if stopped:
@@ -303,6 +305,7 @@ def write_manifest(folder: Path, plan: BatchPlan, records: Path, slices: list[li
                 "path": str(g.submission.path.resolve()),
                 "key": g.key,
                 "submitted": g.submitted,
+                "files": g.files,
             }
             for g in part
         ]
@@ -466,7 +469,7 @@ def run_task(manifest: Path, index: int) -> int:
             error.with_suffix(".tmp").write_text(json.dumps(result.to_dict()))
             error.with_suffix(".tmp").replace(error)
         else:
-            store.put(Record(item["student"], item["key"], result, item["submitted"]))
+            store.put(Record(item["student"], item["key"], result, item["submitted"], item.get("files", {})))
     return 0
 
 
