@@ -1,11 +1,11 @@
 """NVLink and NVSwitch: how much a GPU can send, what an all-reduce costs inside an NVLink domain, bisection
 bandwidth, and when a tensor-parallel group stays on NVLink.
 
-NVIDIA quotes NVLink BIDIRECTIONAL: an H100 has "900 GB/s", 18 links x 50 GB/s, both directions summed. A GPU
-can send only half of that while it receives the other half: 450 GB/s per direction (jax-ml/scaling-book
-gpus.md, "NVLink Bandwidth (GB/s, full-duplex)"). Every time below divides bytes by a PER-DIRECTION bandwidth.
-Ring all-reduce moves 2(p-1)/p x S bytes out of every GPU (nccl-tests doc/PERFORMANCE.md, "allReduce"), and an
-NVSwitch is non-blocking, so all p GPUs send at full rate at once. Check: `grade exercise 16`.
+NVIDIA quotes NVLink with both directions of a full-duplex link summed (an H100's "900 GB/s"); the Scaling
+Book (jax-ml/scaling-book gpus.md, "NVLink Bandwidth (GB/s, full-duplex)") tabulates the same links per
+direction. The catalogue keeps every figure as quoted, with its convention (ground-truth.md §7.1). Ring
+all-reduce cost: nccl-tests doc/PERFORMANCE.md, "allReduce", and exercise 02. An NVSwitch is non-blocking.
+Check: `grade exercise 16`; hints: `grade hint 16 <part>`.
 Units: bytes, seconds, GB/s with GB = 1e9 bytes, as datasheets and nccl-tests count (ground-truth.md §0.1).
 """
 
@@ -36,7 +36,8 @@ def nvlink_gpu_gb_s(generation: str, want: str, links: int | None = None) -> flo
 
 def p2p_time_s(nbytes: float, generation: str, links: int | None = None) -> float:
     """Seconds to copy `nbytes` from one GPU to another over `links` NVLink links of `generation` (None: all
-    of them, as through an NVSwitch), bandwidth only. The other direction may be busy at the same time."""
+    of them, as through an NVSwitch), bandwidth only, GB = 1e9 bytes. The links' other direction may be busy
+    with a copy the other way at the same time."""
     raise NotImplementedError("TODO(16.bandwidth): not implemented yet")
 
 
@@ -45,15 +46,17 @@ def p2p_time_s(nbytes: float, generation: str, links: int | None = None) -> floa
 
 
 def ring_allreduce_time_s(nbytes: float, p: int, gpu_gb_s: float, alpha_s: float = 0.0) -> float:
-    """Ring all-reduce of `nbytes` (the buffer each GPU holds) over `p` GPUs that each send `gpu_gb_s`
-    (per direction) at once, through a non-blocking switch: 2(p-1) steps of alpha_s latency plus
-    2(p-1)/p x nbytes sent by every GPU. One GPU: no time at all."""
+    """Seconds for a ring all-reduce (NCCL's ring: a reduce-scatter, then an all-gather) of `nbytes`, the
+    buffer each GPU holds, over `p` GPUs that each send at `gpu_gb_s` per direction, all at once, through a
+    non-blocking switch. `alpha_s` is the latency of one ring step (every GPU sends one message to its
+    successor); the steps run one after another. One GPU: 0.0."""
     raise NotImplementedError("TODO(16.allreduce): not implemented yet")
 
 
 def nvls_allreduce_time_s(nbytes: float, gpu_gb_s: float) -> float:
-    """Ideal all-reduce with the reduction done inside the NVSwitch (NVLink SHARP, NCCL's NVLS algorithm):
-    each GPU sends its nbytes to the switch once and receives the reduced nbytes once, bandwidth only."""
+    """Seconds for an ideal all-reduce of `nbytes` per GPU with the reduction done inside the NVSwitch
+    (NVLink SHARP, NCCL's NVLS algorithm), each GPU at `gpu_gb_s` per direction, bandwidth only. The README
+    says what crosses a GPU's links in each direction; the number of GPUs does not enter."""
     raise NotImplementedError("TODO(16.allreduce): not implemented yet")
 
 
@@ -67,10 +70,11 @@ def domain_allreduce_time_s(nbytes: float, node: str) -> float:
 def two_level_allreduce_time_s(
     nbytes: float, domains: int, gpus_per_domain: int, nvlink_gb_s: float, nic_gb_s: float
 ) -> float:
-    """All-reduce of `nbytes` over domains x gpus_per_domain GPUs in three phases that do not overlap:
-    ring reduce-scatter inside each domain (NVLink, nvlink_gb_s per GPU), ring all-reduce of each GPU's
-    1/gpus_per_domain shard across the domains (each GPU over its own NIC, nic_gb_s), ring all-gather
-    inside each domain. Rates per direction, bandwidth only."""
+    """Seconds for a hierarchical all-reduce of `nbytes` per GPU over domains x gpus_per_domain GPUs: ring
+    collectives inside each domain over NVLink (nvlink_gb_s per GPU) around ring all-reduces across the
+    domains, in which every GPU uses its own NIC (nic_gb_s) at the same time. The phases do not overlap;
+    which bytes each phase moves is yours to work out (README, "Across domains"). Rates per direction,
+    bandwidth only. One domain: NVLink only; one GPU per domain: NICs only."""
     raise NotImplementedError("TODO(16.allreduce): not implemented yet")
 
 
@@ -79,9 +83,9 @@ def two_level_allreduce_time_s(
 
 
 def bisection_gb_s(n_gpus: int, gpu_gb_s: float, want: str) -> float:
-    """Bisection bandwidth of `n_gpus` (even) GPUs on a non-blocking switch, each sending gpu_gb_s per
-    direction: what crosses a cut into two halves of n_gpus/2, in convention `want` ("per-direction": one
-    way across the cut; "bidirectional": both ways summed, as NVIDIA reports it)."""
+    """Bisection bandwidth, GB/s, of `n_gpus` (even) GPUs on a non-blocking switch, each sending gpu_gb_s
+    per direction: the most that can cross the worst cut into two halves of n_gpus/2, in convention `want`
+    ("per-direction": one way across the cut; "bidirectional": both ways summed, as NVIDIA reports it)."""
     raise NotImplementedError("TODO(16.bisection): not implemented yet")
 
 
@@ -121,8 +125,10 @@ def tp_layer_comm_time_s(
     nic_gb_s: float,
     bytes_per_elem: int = 2,
 ) -> float:
-    """Seconds one transformer layer spends in TP all-reduces for one micro-batch, forward and backward:
-    Megatron's 4 ring all-reduces of seq x batch x hidden activations over the tp GPUs. Each runs at
-    nvlink_gb_s if the TP groups fit in an NVLink domain, else at nic_gb_s (a ring is as fast as its slowest
-    hop). Bandwidth only, per direction."""
+    """Seconds one transformer layer spends in tensor-parallel all-reduces for one micro-batch, forward and
+    backward, as Megatron-LM's tensor parallelism does them (Shoeybi et al. 2019, §3; count them in
+    megatron/core/tensor_parallel/mappings.py): ring all-reduces of the layer's (seq, batch, hidden)
+    activations, `bytes_per_elem` bytes per element, over the tp GPUs. A ring runs at nvlink_gb_s when the TP
+    groups fit in an NVLink domain (`tp_fits`), else at nic_gb_s: a ring is as fast as its slowest hop.
+    Bandwidth only, rates per direction. tp = 1: 0.0."""
     raise NotImplementedError("TODO(16.tp_domain): not implemented yet")

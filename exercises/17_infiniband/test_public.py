@@ -23,7 +23,7 @@ def call(world: World, function: str, *args: Any) -> Any:
 @pytest.mark.part("17.fat_tree")
 @pytest.mark.concept("host_capacity")
 def test_radix_64(world: World) -> None:
-    # Al-Fares et al. 2008: a k-ary fat tree holds k^3/4 hosts; 2 tiers k^2/2 (ground-truth.md §7.2, App. A)
+    # Al-Fares et al. 2008, §3: radix 64, 2,048 hosts in 2 tiers, 65,536 in 3 (ground-truth.md §7.2, App. A)
     assert call(world, "two_tier_hosts", 64) == 2048, "2-tier hosts for radix 64"
     assert call(world, "three_tier_hosts", 64) == 65536, "3-tier hosts for radix 64"
 

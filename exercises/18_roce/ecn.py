@@ -1,10 +1,9 @@
 """The two halves of DCQCN that are not the sender: ECN marking at the switch, CNPs at the receiver.
 
-CP (congestion point, the switch): marks a packet's ECN bits with probability p(q), RED-like in its queue q:
-    p(q) = 0 for q <= Kmin,  Pmax (q - Kmin) / (Kmax - Kmin) for Kmin < q <= Kmax,  1 for q > Kmax.
-NP (notification point, the receiving NIC): a marked packet makes it send a CNP to the sender, at most one per
-flow every N = 50 us. Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015, §3.
-Check: `grade exercise 18`. Units: bytes for queues, microseconds (us) for time.
+CP (congestion point, the switch): marks a packet's ECN bits with a probability set by its egress queue, as
+RED does (NVIDIA DOCA, "DCQCN CC Algorithm"). NP (notification point, the receiving NIC): turns marked packets
+into CNPs to the sender, at most one per flow every N = 50 us. Zhu et al., "Congestion Control for Large-Scale
+RDMA Deployments", SIGCOMM 2015, §3. Check: `grade exercise 18`. Units: bytes for queues, microseconds (us).
 """
 
 from __future__ import annotations
@@ -30,9 +29,9 @@ CNP_INTERVAL_US = 50
 def mark_probability(
     queue_bytes: float, kmin: float = KMIN_BYTES, kmax: float = KMAX_BYTES, pmax: float = PMAX
 ) -> float:
-    """Probability that the switch marks a packet that finds `queue_bytes` in its egress queue.
-
-    0 up to and including kmin; rising linearly to pmax at kmax (inclusive); 1 beyond kmax.
+    """Probability that the switch marks a packet that finds `queue_bytes` in its egress queue, with DCQCN's
+    RED-like profile (README; DOCA "DCQCN CC Algorithm"). Boundaries: a queue of exactly kmin is not marked;
+    exactly kmax is marked with probability pmax; anything beyond kmax always.
     """
     raise NotImplementedError("TODO(18.marking): not implemented yet")
 

@@ -1,11 +1,9 @@
 """A Swift-style delay-based congestion window: react to how late packets are, not to marks.
 
 Kumar et al., "Swift: Delay is Simple and Effective for Congestion Control in the Datacenter", SIGCOMM 2020,
-Algorithm 1 and §3.5, as simulators reproduce it (ground-truth.md §6, §18.5; the paper text was not opened):
-    target = base_target + hops * per_hop + clamp(fs_alpha / sqrt(cwnd) + fs_beta, 0, fs_range)
-    delay < target:  cwnd += ai / cwnd * acked  (cwnd >= 1)   or   cwnd += ai * acked  (cwnd < 1)
-    delay >= target: at most once per RTT, cwnd *= max(1 - beta (delay - target) / delay, 1 - max_mdf)
-Windows in packets (cwnd < 1 means pacing), times in microseconds. Check: `grade exercise 18`.
+Algorithm 1 and §3.5, as simulators reproduce it (ground-truth.md §6, §18.5; the paper text was not opened).
+Windows in packets (cwnd < 1 means pacing), times in microseconds. Check: `grade exercise 18`; hints:
+`grade hint 18 swift`.
 """
 
 from __future__ import annotations
@@ -40,23 +38,27 @@ class SwiftSender:
         self.last_decrease_us: float | None = None  # when the window was last cut; None: never
 
     def target_delay_us(self, hops: int) -> float:
-        """Target delay for the current window: base + hops * per_hop + flow scaling, where flow scaling is
-        fs_alpha / sqrt(cwnd) + fs_beta clamped to [0, fs_range], with fs_alpha and fs_beta chosen so that it
-        is exactly fs_range at cwnd = fs_min_cwnd and 0 at cwnd = fs_max_cwnd (Swift §3.5)."""
+        """Target delay (us) for the current window over a path of `hops` switch hops: a base target, an
+        allowance per hop, and Swift's flow-scaling term (§3.5). The flow-scaling term is an affine function
+        of 1/sqrt(cwnd) that is exactly fs_range at cwnd = fs_min_cwnd and 0 at cwnd = fs_max_cwnd, clamped
+        to [0, fs_range] outside that range."""
         raise NotImplementedError("TODO(18.swift): not implemented yet")
 
     def on_ack(self, now_us: float, delay_us: float, num_acked: int, hops: int) -> str:
-        """An ACK for num_acked packets arrived at now_us, measuring delay_us (the RTT sample).
+        """An ACK for num_acked packets arrived at now_us, measuring delay_us (the RTT sample). Apply Swift's
+        window update (Algorithm 1) and return "increase", "decrease" or "hold".
 
-        target = target_delay_us(hops) with the window BEFORE this ACK. If delay_us < target: additive
-        increase, cwnd += ai / cwnd * num_acked if cwnd >= 1 else cwnd += ai * num_acked; returns "increase".
-        Otherwise, if the window was never cut or was last cut at least delay_us ago (once per RTT):
-        cwnd *= max(1 - beta * (delay_us - target) / delay_us, 1 - max_mdf), remember now_us; returns
-        "decrease". Otherwise "hold". In every case clamp cwnd to [min_cwnd, max_cwnd] last.
+        Conventions: the target is target_delay_us(hops) for the window BEFORE this ACK; a delay equal to
+        the target is not below it. Additive increase adds `ai` packets per round trip in all, spread over
+        the ACKs of a round trip while cwnd >= 1, and `ai` per acked packet below one packet. A decrease
+        uses gain `beta`, is never deeper than `max_mdf`, and happens at most once per round trip: only if
+        the window was never cut, or was last cut at least delay_us ago; otherwise "hold". In every case
+        clamp cwnd to [min_cwnd, max_cwnd] last.
         """
         raise NotImplementedError("TODO(18.swift): not implemented yet")
 
     def pacing_interval_us(self, rtt_us: float) -> float:
-        """Time between two sends: 0 when cwnd >= 1 (window-limited, no pacing); rtt_us / cwnd below one
-        packet, so cwnd = 0.1 sends one packet every 10 RTTs (Swift's answer to incasts of many flows)."""
+        """Microseconds between two sends at round-trip time rtt_us: 0.0 when cwnd >= 1 (window-limited, no
+        pacing); below one packet, Swift paces so that the flow still sends cwnd packets per round trip on
+        average (its answer to incasts of many flows)."""
         raise NotImplementedError("TODO(18.swift): not implemented yet")

@@ -12,7 +12,7 @@ use, and which TP x PP x DP layouts keep every tensor-parallel group on NVLink?
     links:                      # cables; an end is "node:nicK" or a switch name
       - [dgx0:nic0, rail0]
 GPU i uses NIC gpu_nic[i], by default NIC i * nics // gpus. Samples: coursekit/data/cluster_*.yml.
-Check: `grade exercise 20`.
+Check: `grade exercise 20`; hints: `grade hint 20 <part>`.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ def gpu_path(cluster: dict, a: str, b: str) -> dict:
       "network": from a's NIC to b's NIC along a shortest path of cables whose inner stops are all switches
       (a NIC does not forward), "tiers" being the tier of each switch on it, in order, e.g. ["leaf", "spine",
       "leaf"]; "unreachable" when a GPU has no NIC or no such path exists. "tiers" is [] unless "network".
-    Breadth-first search, neighbours in "cables" order, first path found: ties cannot change the tiers in a
-    leaf-spine fabric."""
+    Where several shortest paths exist, any of them: in a leaf-spine fabric they cross the same tiers."""
     raise NotImplementedError("TODO(20.cluster_yaml): not implemented yet")
 
 
@@ -63,8 +62,8 @@ def largest_tp_degree(cluster: dict) -> int:
 
 def supported_layouts(cluster: dict) -> list[list[int]]:
     """Every [tp, pp, dp] with tp * pp * dp = number of GPUs that the cluster runs well. Rank r is GPU
-    gpus[r]; TP varies fastest, then DP, then PP (Megatron-Core's default order "tp-cp-ep-dp-pp"), so rank
-    r = tp_rank + tp * (dp_rank + dp * pp_rank). A layout is supported when
+    gpus[r]; TP varies fastest, then DP, then PP (Megatron-Core's default order "tp-cp-ep-dp-pp"). A layout
+    is supported when
       1. every pair inside every TP group has a direct NVLink (TP all-reduces run every layer), and
       2. every DP ring neighbour pair (member i -> i + 1 mod dp) and every pipeline neighbour pair (stage
          s -> s + 1) can reach each other: gpu_path is not "unreachable".

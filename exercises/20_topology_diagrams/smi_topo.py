@@ -6,7 +6,8 @@ The matrix gives one code per device pair (the tool's own legend, printed under 
     bridge | PHB a PCIe host bridge (the CPU) | NODE between host bridges of one NUMA node | SYS across NUMA
     nodes (QPI/UPI/xGMI)
 from the closest to the farthest; NCCL names the same ladder in NCCL_P2P_LEVEL (LOC, NVL, PIX, PXB, PHB, SYS;
-NVIDIA/nccl docs/userguide/source/env.rst). Samples: coursekit/data/topo_*.txt. Check: `grade exercise 20`.
+NVIDIA/nccl docs/userguide/source/env.rst). Samples: coursekit/data/topo_*.txt; drivers and terminals print
+other variants (README). Check: `grade exercise 20`; hints: `grade hint 20 <part>`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour/underline escapes nvidia-smi prin
 
 
 def parse_topo(text: str) -> dict:
-    """Parse the output of `nvidia-smi topo -m` (tabs or spaces, with or without ANSI escapes).
+    """Parse the output of `nvidia-smi topo -m` from any driver: tabs or spaces of any width, with or without
+    ANSI escapes, CRLF line ends, blank or title lines above the table, one GPU or many, zero or more NICs,
+    and zero to three affinity columns ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID") after the devices.
 
     Returns a dict:
       "devices":  row labels in order, e.g. ["GPU0", ..., "NIC0", ...] (older drivers print "mlx5_0" rows)

@@ -1,11 +1,11 @@
 """InfiniBand fabrics for GPU clusters: fat-tree capacity, switch and cable counts, rail-optimized wiring, and
 why a DGX node carries one NIC per GPU.
 
-A non-blocking fat tree of radix-k switches gives every switch below the top k/2 ports down and k/2 up:
-2 tiers hold k^2/2 endpoints, 3 tiers k^3/4 (Al-Fares et al., SIGCOMM 2008, §3). One endpoint = one NIC
-port = one GPU here (8 x 400 Gb/s per DGX H100). Rail-optimized: GPU i of every node plugs into leaf i of
-its group of k/2 nodes, so traffic between same-index GPUs never climbs to a spine (NVIDIA DGX SuperPOD
-reference architectures). Check: `grade exercise 17`.
+Fat trees: Al-Fares, Loukissas, Vahdat, "A Scalable, Commodity Data Center Network Architecture", SIGCOMM
+2008, §3; NVIDIA DGX SuperPOD reference architectures (ground-truth.md §7.2). One endpoint = one NIC port =
+one GPU here (8 x 400 Gb/s per DGX H100). Rail-optimized wiring: NIC i of every node of a scalable unit plugs
+into that unit's leaf i (Juniper, "Rail Optimized Fabric"). Check: `grade exercise 17`; hints: `grade hint 17
+<part>`.
 Units: Gb/s for link rates (8 bits = 1 byte), GB/s and bytes with GB = 1e9, seconds.
 """
 
@@ -23,7 +23,8 @@ BITS_PER_BYTE = 8
 
 
 def two_tier_hosts(k: int) -> int:
-    """Endpoints of the largest non-blocking 2-tier (leaf-spine) fat tree of radix-k switches (k even)."""
+    """Endpoints (NIC ports) of the largest non-blocking 2-tier (leaf-spine) fat tree built from radix-k
+    switches (k even, every switch alike), an int."""
     ### BEGIN SOLUTION 17.fat_tree
     # a spine has k ports, one per leaf: at most k leaves; each leaf keeps k/2 ports down, k/2 up
     return k * (k // 2)
@@ -31,7 +32,8 @@ def two_tier_hosts(k: int) -> int:
 
 
 def three_tier_hosts(k: int) -> int:
-    """Endpoints of the largest non-blocking 3-tier fat tree of radix-k switches: Al-Fares' k-ary fat tree."""
+    """Endpoints of the largest non-blocking 3-tier fat tree of radix-k switches (Al-Fares' k-ary fat tree),
+    an int."""
     ### BEGIN SOLUTION 17.fat_tree
     # k pods of (k/2 leaves x k/2 endpoints), joined by (k/2)^2 core switches: k^3/4 (k=64: 65,536)
     return k * (k // 2) * (k // 2)
@@ -39,7 +41,7 @@ def three_tier_hosts(k: int) -> int:
 
 
 def three_tier_switches(k: int) -> int:
-    """Switches of the full 3-tier k-ary fat tree: k pods of k/2 leaves and k/2 spines, plus the cores."""
+    """Switches of the full 3-tier k-ary fat tree (Al-Fares et al. §3), every tier counted, an int."""
     ### BEGIN SOLUTION 17.fat_tree
     pods = k * (k // 2 + k // 2)  # k pods, each k/2 leaf + k/2 aggregation (spine) switches
     cores = (k // 2) ** 2  # every spine sends k/2 links up, each core takes k of them
@@ -52,14 +54,14 @@ def three_tier_switches(k: int) -> int:
 
 
 def fabric_size(n_endpoints: int, k: int) -> dict[str, int]:
-    """Switches and cables of a non-blocking fabric for `n_endpoints` NIC ports on radix-k switches, as the
-    DGX SuperPOD reference architectures build it: {"tiers", "leaves", "spines", "cores", "switches",
-    "cables"}.
+    """Switches and cables of the smallest non-blocking fabric for `n_endpoints` NIC ports on radix-k
+    switches, built the way the DGX SuperPOD reference architectures build it (the README's table is the
+    specification: your rule must reproduce every row of it, for any n and k): {"tiers", "leaves", "spines",
+    "cores", "switches", "cables"}, all ints, "spines" and "cores" 0 for tiers that are not there.
 
-    - n <= k: one switch (tiers 1, leaves 1).
-    - n <= k^2/2: 2 tiers; leaves = ceil(n / (k/2)), each with k/2 uplinks; spines = ceil(leaves / 2).
-    - n <= k^3/4: 3 tiers; leaves as above; one spine per leaf (k/2 down, k/2 up); cores = ceil(spines / 2).
-    - more: raise ValueError.
+    Use the fewest tiers that can hold n (one switch counts as a single leaf). Every switch port that carries
+    traffic in one tier has a matching port in the next, so nothing is oversubscribed; a 3-tier fabric keeps
+    the SuperPOD's pod structure. More endpoints than 3 tiers can hold: raise ValueError.
     cables: every link counted once (endpoint-leaf, leaf-spine, spine-core; a twin-port OSFP cable is 2).
     """
     ### BEGIN SOLUTION 17.sizing
@@ -100,8 +102,10 @@ def fabric_size(n_endpoints: int, k: int) -> dict[str, int]:
 
 
 def leaf_of(node: int, gpu: int, gpus_per_node: int, k: int) -> int:
-    """The leaf switch of GPU `gpu` of node `node`, rail-optimized: nodes come in groups of k/2 (a scalable
-    unit: 32 nodes for k = 64), and group s owns leaves s*gpus_per_node ... with GPU i on leaf i of it."""
+    """The leaf switch (an int, numbered across the fabric from 0) of GPU `gpu` of node `node`, rail-optimized
+    on radix-k leaves that stay non-blocking: a scalable unit is as many consecutive nodes (from node 0) as
+    one leaf can take, unit s owns leaves s*gpus_per_node .. (s+1)*gpus_per_node - 1, and GPU i of each of its
+    nodes plugs into the unit's i-th leaf (rail i)."""
     ### BEGIN SOLUTION 17.rails
     group = node // (k // 2)  # one port per node on each leaf: k/2 nodes fill a leaf's down ports
     return group * gpus_per_node + gpu  # rail i = local GPU index i
@@ -142,8 +146,9 @@ def ring_spine_crossings(ring: list[list[int]], gpus_per_node: int, k: int, pxn:
 
 
 def per_gpu_injection_gb_s(node: str) -> float:
-    """GB/s per direction that each GPU of catalogue node `node` can put on the compute fabric, with all
-    GPUs sending at once: the node's NICs x their rate, shared by its GPUs."""
+    """GB/s per direction that each GPU of catalogue node `node` can put on the compute fabric when all of
+    the node's GPUs send at once, through the node's compute NICs (`nics`, `nic_kind`, `nic` in the
+    catalogue; a link rate is in Gb/s per direction)."""
     ### BEGIN SOLUTION 17.nics
     hw = load()
     n = hw.nodes[node]

@@ -2,11 +2,9 @@
 
 Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015, §3.1 (RP algorithm), as the
 authors' simulator implements it (github.com/bobzhuyb/ns3-rdma, qbb-net-device.cc: rpr_cnm_received,
-ResumeAlpha, rpr_fast_*, rpr_active_*, rpr_hyper_*) and as ground-truth.md §6 and §18.4 write it:
-    CNP:            alpha <- (1-g) alpha + g;  R_T <- R_C;  R_C <- R_C (1 - alpha/2)
-    no CNP for K:   alpha <- (1-g) alpha
-    increase event: R_C <- (R_T + R_C)/2 (fast recovery), after R_T += R_AI (additive) or R_T += R_HAI (hyper)
-Rates R_C (current) and R_T (target) in Mb/s; 1 Mb/s for 1 us is 1 bit. Check: `grade exercise 18`.
+ResumeAlpha, rpr_fast_*, rpr_active_*, rpr_hyper_*) and as ground-truth.md §6 and §18.4 write it. Read the
+update rules there; the README says what each rule is for. Rates R_C (current) and R_T (target) in Mb/s;
+1 Mb/s for 1 us is 1 bit. Check: `grade exercise 18`; hints: `grade hint 18 <part>`.
 """
 
 from __future__ import annotations
@@ -48,8 +46,9 @@ class ReactionPoint:
     # 18.rate_decrease
 
     def on_cnp(self) -> None:
-        """A CNP arrived. In this order: alpha <- (1-g) alpha + g; R_T <- R_C; R_C <- R_C (1 - alpha/2) with
-        the NEW alpha, but never below min_rate_mbps; both increase counters (T and BC) back to 0."""
+        """A CNP arrived: update alpha, rt, rc, timer_count and byte_count as DCQCN's reaction point does
+        (paper §3.1). Where the sources differ, this exercise follows the authors' simulator: the cut uses the
+        congestion estimate as already updated by this CNP. rc never drops below min_rate_mbps."""
         ### BEGIN SOLUTION 18.rate_decrease
         p = self.params
         # alpha is a DCTCP-style moving average of "was there congestion": a CNP pushes it toward 1.
@@ -63,7 +62,7 @@ class ReactionPoint:
         ### END SOLUTION
 
     def on_alpha_timer(self) -> None:
-        """K us passed without a CNP: alpha <- (1-g) alpha (the rates do not change)."""
+        """K us passed without a CNP: the congestion estimate decays (paper §3.1); the rates do not change."""
         ### BEGIN SOLUTION 18.rate_decrease
         self.alpha *= 1 - self.params.g  # no news is good news: forget the congestion slowly
         ### END SOLUTION
@@ -72,25 +71,26 @@ class ReactionPoint:
     # 18.rate_increase
 
     def on_rate_timer(self) -> str:
-        """The rate-increase timer expired: T += 1, then one increase step (`_increase`); its phase."""
+        """The rate-increase timer expired: count the expiry in timer_count, then take one increase step
+        (`_increase`). Returns its phase."""
         ### BEGIN SOLUTION 18.rate_increase
         self.timer_count += 1
         return self._increase()
         ### END SOLUTION
 
     def on_byte_counter(self) -> str:
-        """The byte counter expired (B bytes sent): BC += 1, then one increase step. Returns its phase."""
+        """The byte counter expired (B bytes sent): count it in byte_count, then take one increase step
+        (`_increase`). Returns its phase."""
         ### BEGIN SOLUTION 18.rate_increase
         self.byte_count += 1
         return self._increase()
         ### END SOLUTION
 
     def _increase(self) -> str:
-        """One increase step, chosen by the counters AFTER the caller bumped one (F = fast_recovery_steps):
-          max(T, BC) <= F:  "fast_recovery"   R_C <- (R_T + R_C) / 2
-          min(T, BC) > F:   "hyper"           R_T <- R_T + R_HAI, then R_C <- (R_T + R_C) / 2
-          otherwise:        "additive"        R_T <- R_T + R_AI,  then R_C <- (R_T + R_C) / 2
-        R_T never exceeds the line rate (clamp it after adding). Returns the phase name."""
+        """One rate-increase step of DCQCN (paper §3.1), its phase chosen by timer_count and byte_count as
+        they are after the caller counted its expiry, F = fast_recovery_steps: a clock is in fast recovery for
+        its first F expiries after a CNP. Updates rt and rc; rt never exceeds the line rate. Returns the
+        phase: "fast_recovery", "additive" or "hyper"."""
         ### BEGIN SOLUTION 18.rate_increase
         p = self.params
         f = p.fast_recovery_steps
@@ -115,19 +115,20 @@ class ReactionPoint:
 
 
 def simulate(params: DcqcnParams, cnp_times_us: list[int], duration_us: int) -> dict[str, list]:
-    """Run one flow's RP for ticks t = 1 .. duration_us (1 us each), starting in the constructor's state.
+    """Run one flow's RP for ticks t = 1 .. duration_us (1 us each), starting in the constructor's state, and
+    fire its three clocks: the alpha timer (every K = alpha_timer_us without a CNP), the rate-increase timer
+    (every T = rate_timer_us) and the byte counter (every B = byte_counter_bytes sent by the flow).
 
-    Each tick t, in this order:
-      1. the flow sends for the tick at the current rate: bytes += R_C / 8 (R_C Mb/s for 1 us = R_C bits);
-      2. if t is in cnp_times_us: on_cnp(); restart the alpha timer, the rate timer and the byte counter here
-         (last_alpha = last_rate = t, bytes = 0); event (t, "cnp");
-         otherwise, only once a first CNP has arrived (before it nothing runs):
-         a. if t - last_alpha >= K: on_alpha_timer(), last_alpha = t; event (t, "alpha");
-         b. if t - last_rate >= T: phase = on_rate_timer(), last_rate = t; event (t, "timer:" + phase);
-         c. if bytes >= B: phase = on_byte_counter(), bytes = 0; event (t, "bytes:" + phase);
-      3. record the state after the tick.
+    Conventions (they make the trajectory unique):
+      - in each tick the flow first sends for that tick at its current rate, then the clocks are checked;
+      - no clock runs before the first CNP; a CNP (t in cnp_times_us) restarts all three clocks at t, and a
+        tick with a CNP runs nothing else;
+      - a clock fires in the tick in which its full period (K us, T us, B bytes) is reached, counted from its
+        last restart or firing; in one tick the alpha timer is checked first, then the rate timer, then the
+        byte counter.
     Returns {"t": [0..duration_us], "rate_mbps": R_C, "target_mbps": R_T, "alpha": alpha (one entry per t,
-    t = 0 being the start), "events": [[t, name], ...] in order}.
+    t = 0 being the start, the state after the tick), "events": [[t, name], ...] in order}, name one of
+    "cnp", "alpha", "timer:<phase>" or "bytes:<phase>".
     """
     ### BEGIN SOLUTION 18.simulate
     rp = ReactionPoint(params)

@@ -165,6 +165,29 @@ def replay(
     same(got, want, f"state after each of {events} (params {params}, start {state})")
 
 
+def drawn_params(seed: int) -> dict[str, Any]:
+    """A reaction point the README never shows: line rate, gains, clocks and steps drawn from a fixed seed."""
+    r = random.Random(1800 + seed)
+    line = r.choice([25_000.0, 100_000.0, 200_000.0, 400_000.0])
+    return {
+        "line_rate_mbps": line,
+        "g": r.choice([1 / 4, 1 / 16, 1 / 32, 1 / 128]),
+        "alpha_timer_us": r.randint(1, 80),
+        "rate_timer_us": r.randint(5, 300),
+        "byte_counter_bytes": r.choice([20_000, 64_000, 150_000, 500_000]),
+        "fast_recovery_steps": r.randint(1, 6),
+        "rate_ai_mbps": r.choice([5.0, 40.0, 200.0]),
+        "rate_hai_mbps": r.choice([50.0, 400.0, 2000.0]),
+        "min_rate_mbps": r.choice([1.0, 100.0, line / 8]),
+        "initial_alpha": r.choice([1.0, 1023 / 1024, 0.5]),
+    }
+
+
+def drawn_events(seed: int, n: int, choices: list[str]) -> list[str]:
+    r = random.Random(1850 + seed)
+    return [r.choice(choices) for _ in range(n)]
+
+
 # what the increase rules change: alpha moves only on CNPs and quiet periods (18.rate_decrease)
 INCREASE_KEYS = ("rc", "rt", "timer_count", "byte_count", "phase")
 
@@ -201,6 +224,12 @@ class TestRateDecrease:
     def test_cnp_resets_the_increase_stages(self, world: World, reference) -> None:
         state = {"rc": 10_000.0, "rt": 20_000.0, "alpha": 0.5, "timer_count": 7, "byte_count": 3}
         replay(world, reference, FAST, ["cnp"], state)
+
+    @pytest.mark.concept("multiplicative_cut")
+    def test_drawn_reaction_points(self, world: World, reference) -> None:
+        for seed in (1, 2, 3):
+            events = drawn_events(seed, 30, ["cnp", "cnp", "alpha"])
+            replay(world, reference, drawn_params(seed), events, keys=("rc", "rt", "alpha"))
 
     @pytest.mark.concept("min_rate_floor")
     def test_rate_never_below_min_rate(self, world: World, reference) -> None:
@@ -267,6 +296,15 @@ class TestRateIncrease:
         same(trace[-1]["rt"], 40_000.0, "R_T after 40 hyper steps: the line rate")
 
     @pytest.mark.concept("increase_phases")
+    def test_drawn_recoveries(self, world: World, reference) -> None:
+        for seed in (4, 5, 6):
+            params = drawn_params(seed)
+            line = params["line_rate_mbps"]
+            state = {"rc": line / 3, "rt": line * 0.6, "alpha": 0.7}
+            events = drawn_events(seed, 40, ["timer", "timer", "bytes"])
+            replay(world, reference, params, events, state, keys=INCREASE_KEYS)
+
+    @pytest.mark.concept("increase_phases")
     def test_random_increase_events(self, world: World, reference) -> None:
         rng = random.Random(1818)
         events = [rng.choice(["alpha", "timer", "timer", "bytes"]) for _ in range(60)]
@@ -313,6 +351,21 @@ class TestSimulate:
         # 150 KB at 20 Gb/s (2500 bytes per us) fills in 60 us: byte events interleave with the 55 us timer
         simulate(world, reference, {"byte_counter_bytes": 150_000}, [1], 1200)
         simulate(world, reference, {"byte_counter_bytes": 40_000, "fast_recovery_steps": 2}, [3, 300], 900)
+
+    @pytest.mark.concept("clock_restart")
+    def test_drawn_clocks(self, world: World, reference) -> None:
+        # other K, T, B, F and line rates, CNPs at drawn times, some of them in consecutive microseconds
+        for seed in (7, 8):
+            r = random.Random(1870 + seed)
+            cnps = sorted({r.randint(1, 700) for _ in range(r.randint(1, 6))})
+            cnps += [cnps[-1] + 1]
+            simulate(world, reference, drawn_params(seed), cnps, 900)
+
+    @pytest.mark.concept("event_interleaving")
+    def test_drawn_event_sequences(self, world: World, reference) -> None:
+        for seed in (9, 10):
+            events = drawn_events(seed, 80, ["cnp", "alpha", "timer", "timer", "bytes", "bytes"])
+            replay(world, reference, drawn_params(seed), events)
 
     @pytest.mark.concept("event_interleaving")
     def test_random_event_sequence(self, world: World, reference) -> None:
@@ -383,6 +436,31 @@ class TestSwift:
         same(got[0]["cwnd"], 8.0, "cwnd after a cut capped at max_mdf = 0.5")
         want = expect(reference, "replay_swift", params=SWIFT, acks=acks, cwnd=16.0)
         same(window(got), window(want), "decrease trace")
+
+    @pytest.mark.concept("delay_decrease")
+    def test_drawn_senders(self, world: World, reference) -> None:
+        # Swift parameters and ACK streams drawn from a fixed seed: delays around and far above the target
+        for seed in (11, 12, 13):
+            r = random.Random(1880 + seed)
+            params = {
+                "base_target_us": r.uniform(5.0, 60.0),
+                "per_hop_us": r.uniform(0.0, 5.0),
+                "fs_range_us": r.uniform(0.0, 40.0),
+                "fs_min_cwnd": r.choice([0.01, 0.1, 0.5]),
+                "fs_max_cwnd": r.choice([16.0, 100.0, 400.0]),
+                "ai": r.choice([0.5, 1.0, 2.0]),
+                "beta": r.uniform(0.2, 1.0),
+                "max_mdf": r.uniform(0.1, 0.9),
+                "max_cwnd": 500.0,
+            }
+            acks, now = [], 0.0
+            for _ in range(40):
+                now += r.uniform(0.5, 60.0)
+                acks.append([now, r.uniform(2.0, 4 * params["base_target_us"]), r.randint(1, 8)])
+            start = {"params": params, "acks": acks, "cwnd": r.uniform(0.05, 40.0), "hops": r.randint(0, 6)}
+            got = run(world, "replay_swift", **start)
+            want = expect(reference, "replay_swift", **start)
+            same(window(got), window(want), f"Swift trace with {params}, {start['hops']} hops")
 
     @pytest.mark.concept("pacing_below_one")
     def test_window_clamped_and_paced(self, world: World, reference) -> None:

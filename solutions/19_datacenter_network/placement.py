@@ -5,7 +5,7 @@ does (default "tp-cp-ep-dp-pp": TP neighbours are consecutive ranks). Rank r run
 local GPU r % gpus_per_node. Rail-optimized fabric (DGX SuperPOD): NIC i of every node of a scalable unit
 plugs into that unit's leaf i, "rail i" (one NIC per GPU). Top-of-rack fabric: every NIC of a node plugs into
 the same leaf, one leaf per unit. Then: the bytes of one training step that cross the spine, and the order
-that keeps them off it. Check: `grade exercise 19`.
+that keeps them off it. Check: `grade exercise 19`; hints: `grade hint 19 <part>`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ def _order(order: str) -> list[str]:
 
 
 def rank_coords(rank: int, sizes: dict[str, int], order: str = "tp-dp-pp") -> dict[str, int]:
-    """The (tp, pp, dp) coordinates of `rank` for group sizes {"tp", "pp", "dp"}, first axis of `order`
-    varying fastest: with order "tp-dp-pp", rank = tp + TP * (dp + DP * pp)."""
+    """The coordinates {"tp", "pp", "dp"} of `rank` (0 .. product of the sizes - 1) for group sizes
+    {"tp", "pp", "dp"}, the first axis of `order` varying fastest and the last slowest, as Megatron-Core's
+    RankGenerator numbers ranks. ValueError for an order that does not name each axis once."""
     ### BEGIN SOLUTION 19.placement
     coords = {}
     for axis in _order(order):  # mixed-radix digits, least significant (fastest) first
@@ -64,9 +65,9 @@ def groups(axis: str, sizes: dict[str, int], order: str = "tp-dp-pp") -> list[li
 
 
 def locate(rank: int, cluster: Cluster) -> dict[str, int]:
-    """Where `rank` runs: {"node", "gpu" (local index), "unit", "rail", "leaf"}. rail = the local GPU index
-    (its NIC's rail). leaf, numbered across the cluster: rail-optimized, unit * gpus_per_node + rail;
-    top-of-rack, unit."""
+    """Where `rank` runs: {"node", "gpu" (local index), "unit", "rail", "leaf"}, all ints. rail = the local
+    GPU index (its NIC's rail). Leaves are numbered across the cluster unit by unit: rail-optimized, unit u
+    owns gpus_per_node leaves and rail i is its i-th; top-of-rack, unit u has one leaf, number u."""
     ### BEGIN SOLUTION 19.placement
     node, gpu = divmod(rank, cluster.gpus_per_node)
     unit = node // cluster.nodes_per_unit
@@ -118,10 +119,13 @@ def megatron_step_traffic(
     sizes: dict[str, int],
     bytes_per_elem: int = 2,
 ) -> StepTraffic:
-    """A Megatron-style step: each transformer layer all-reduces its b*s*h activation twice in forward and
-    twice in backward over TP; each rank holds layers / pp layers and runs `microbatches` micro-batches; PP
-    sends one b*s*h activation forward and one gradient back per micro-batch and boundary; DP all-reduces the
-    rank's params / (tp * pp) gradients once. A group of size 1 sends nothing (0 calls)."""
+    """The per-rank traffic of one Megatron-style training step, in bytes of `bytes_per_elem` per element:
+    TP all-reduces of a layer's (micro_batch, seq_len, hidden) activation, as Megatron-LM's tensor
+    parallelism issues them in forward and backward (Shoeybi et al. 2019, §3, Fig. 3), for the layers this
+    rank's pipeline stage holds (layers split evenly over pp) and every micro-batch; PP sends of one such
+    activation per micro-batch and stage boundary (its gradient comes back as big); one DP all-reduce of the
+    gradients of the parameters this rank holds (`params` split evenly over tp x pp). A group of size 1
+    sends nothing (0 calls)."""
     ### BEGIN SOLUTION 19.spine_traffic
     tp, pp = sizes["tp"], sizes["pp"]
     activation = micro_batch * seq_len * hidden * bytes_per_elem
@@ -139,12 +143,14 @@ def megatron_step_traffic(
 
 
 def transfers(sizes: dict[str, int], order: str, traffic: StepTraffic) -> list[list]:
-    """Every point-to-point flow of one step: [src, dst, bytes, axis].
+    """Every point-to-point flow of one step, [src, dst, bytes, axis], one flow per (src, dst, axis) with the
+    bytes of all that axis's calls added up; a flow of 0 bytes may be left out, and the list may come in
+    any order.
 
-    TP and DP groups (from `groups`, n > 1 ranks) run ring all-reduces in group order: member i sends to
-    member (i + 1) % n, calls * 2 (n - 1) / n * S bytes in total (nccl-tests PERFORMANCE.md: busbw factor
-    2(n-1)/n). PP groups are pipelines, stage s -> s + 1 carrying pp_calls * pp_bytes forward and the same
-    back (s + 1 -> s). Axes in the order tp, pp, dp; within an axis, groups and members in order.
+    TP and DP groups (from `groups`, n > 1 ranks) run ring all-reduces (the bytes a member sends in one:
+    nccl-tests doc/PERFORMANCE.md, exercise 02) around the group in its listed order, member i sending to
+    member (i + 1) % n: the ring's direction is a convention of this exercise. PP groups are pipelines:
+    activations flow from stage s to s + 1 and their gradients back from s + 1 to s.
     """
     ### BEGIN SOLUTION 19.spine_traffic
     flows: list[list] = []

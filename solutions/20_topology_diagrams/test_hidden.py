@@ -9,14 +9,23 @@
   a NIC treated as reachable, the DGX-1 mesh treated as all-to-all.
 - layouts: TP groups checked as rings (i -> i + 1) instead of cliques, unreachable pipelines and DP rings.
 The question functions get the reference's parse of each machine, so a parsing bug costs parse_smi only.
+
+Beside the shipped samples, every concept is checked on machines and clusters drawn here from fixed seeds and
+rendered to text in formats the samples do not show: the older two-column "CPU Affinity / NUMA Affinity"
+header, one-GPU boxes, NIC labels without a legend and old mlx5_k labels, spaces of any width instead of tabs,
+trailing whitespace, CRLF, a blank line above, and flow- or block-style YAML. The parse is compared with the
+truth the judge drew, not with another parser's reading of the text.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import coursekit
 from coursekit.hardware import load
@@ -56,6 +65,142 @@ def same(got: Any, want: Any, what: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------
+# Machines nobody has shown the student: topologies drawn from a seed, rendered to `nvidia-smi topo -m` text
+# in the styles different drivers and terminals produce, parsed by the student's code and compared with the
+# truth the judge drew (not with a parser's opinion of the text).
+
+PCIE_LADDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+AFFINITY_STYLES = (
+    ("CPU Affinity",),  # the oldest drivers (the DGX-1 sample)
+    ("CPU Affinity", "NUMA Affinity"),  # the two-column header of the 450-515 era
+    ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID"),  # current drivers
+)
+LEGEND_LINES = {
+    "X": "Self",
+    "SYS": "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
+    "NODE": (
+        "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node"
+    ),
+    "PHB": "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+    "PXB": "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+    "PIX": "Connection traversing at most a single PCIe bridge",
+    "NV#": "Connection traversing a bonded set of # NVLinks",
+}
+
+
+def draw_topology(seed: int, *, gpus: int | None = None) -> tuple[str, dict]:
+    """A random machine as (text, truth): truth has parse_topo's keys and values."""
+    r = random.Random(2000 + seed)
+    n_gpus = gpus if gpus is not None else r.choice([1, 2, 3, 4, 5, 6, 8])
+    n_nics = r.choice([0, 1, 2, 3, 4])
+    style = r.choice(
+        ["legend", "no_legend", "mlx5"]
+    )  # NIC labels: NICk with a legend, without, or old mlx5_k
+    nic_labels = [f"mlx5_{i}" if style == "mlx5" else f"NIC{i}" for i in range(n_nics)]
+    names = {label: (f"mlx5_{i}" if style == "legend" else label) for i, label in enumerate(nic_labels)}
+    devices = [f"GPU{i}" for i in range(n_gpus)] + nic_labels
+    matrix: dict[str, dict[str, str]] = {d: {d: "X"} for d in devices}
+    for a, b in itertools.combinations(devices, 2):
+        if a.startswith("GPU") and b.startswith("GPU") and r.random() < 0.5:
+            code = f"NV{r.choice([1, 2, 4, 6, 12, 18])}"
+        else:
+            code = r.choice(PCIE_LADDER)
+        matrix[a][b] = matrix[b][a] = code
+    columns = r.choice(AFFINITY_STYLES)
+    sockets = r.choice([1, 2])
+    cpu, numa = {}, {}
+    for i in range(n_gpus):
+        node = i * sockets // n_gpus
+        cpu[f"GPU{i}"] = r.choice(
+            [
+                f"{32 * node}-{32 * node + 31}",
+                f"{28 * node}-{28 * node + 27},{56 + 28 * node}-{83 + 28 * node}",
+            ]
+        )
+        numa[f"GPU{i}"] = None if r.random() < 0.15 else node
+    truth = {
+        "devices": devices,
+        "gpus": devices[:n_gpus],
+        "nics": nic_labels,
+        "matrix": matrix,
+        "cpu_affinity": cpu,
+        "numa_affinity": numa if "NUMA Affinity" in columns else {},
+        "legend": dict(LEGEND_LINES),
+        "nic_names": names,
+    }
+    # rendering: tabs (as nvidia-smi prints) or spaces of varying width (as pasted), ANSI or not, CRLF or not
+    sep = r.choice(["\t", "tabs_expanded", "spaces"])
+    width = r.randint(2, 9)
+
+    def row(cells: list[str]) -> str:
+        if sep == "spaces":
+            return (" " * width).join(cells)
+        return "\t".join(cells)
+
+    header = row(["", *devices, *columns])
+    if r.random() < 0.5:
+        header = "\x1b[4m" + header + "\x1b[0m"
+    lines = [header]
+    for d in devices:
+        cells = [d, *(" X " if d == e else matrix[d][e] for e in devices)]
+        if d.startswith("GPU"):
+            extra = [cpu[d], "N/A" if numa[d] is None else str(numa[d]), "N/A"][: len(columns)]
+            cells += extra
+        lines.append(row(cells) + (" " * r.randint(0, 3)))
+    lines += ["", "Legend:", ""]
+    lines += [f"  {code:<4} = {text}" for code, text in LEGEND_LINES.items()]
+    if style == "legend" and n_nics:
+        lines += ["", "NIC Legend:", ""] + [f"  {label}: {names[label]}" for label in nic_labels]
+    text = "\n".join(lines) + "\n"
+    if sep == "tabs_expanded":
+        text = text.expandtabs(8)
+    if r.random() < 0.3:
+        text = text.replace("\n", "\r\n")
+    if r.random() < 0.3:
+        text = "\n" + text  # a blank line above, as `nvidia-smi topo -m | tee` in a log
+    return text, truth
+
+
+def draw_cluster(seed: int) -> str:
+    """A random cluster YAML: nodes of 1-8 GPUs with all, none or some NVLinks, 0 or more NICs (shared or one
+    per GPU), an optional NVLink domain over two nodes, a rail or top-of-rack leaf layer under one or two
+    spines, sometimes a node left uncabled. Written block-style or flow-style."""
+    r = random.Random(2100 + seed)
+    nodes, links, switches = [], [], []
+    n_nodes = r.randint(1, 4)
+    leaves = r.randint(1, 3)
+    spines = r.randint(1, 2)
+    switches += [{"name": f"leaf{j}", "tier": "leaf"} for j in range(leaves)]
+    switches += [{"name": f"spine{j}", "tier": "spine"} for j in range(spines)]
+    for i in range(n_nodes):
+        gpus = r.choice([1, 2, 4, 6, 8])
+        node: dict[str, Any] = {"name": f"n{i}", "gpus": gpus}
+        kind = r.choice(["all", "none", "pairs"])
+        if kind == "pairs" and gpus > 1:
+            pairs = [[a, b] for a, b in itertools.combinations(range(gpus), 2) if r.random() < 0.4]
+            node["nvlink"] = pairs
+        elif kind == "all":
+            node["nvlink"] = "all"
+        nics = r.choice([0, 1, gpus // 2 or 1, gpus])
+        node["nics"] = nics
+        if nics and r.random() < 0.3:
+            node["gpu_nic"] = [r.randrange(nics) for _ in range(gpus)]
+        nodes.append(node)
+        if r.random() < 0.15:
+            continue  # uncabled
+        for k in range(nics):
+            links.append([f"n{i}:nic{k}", f"leaf{(k if r.random() < 0.5 else i) % leaves}"])
+    for j in range(leaves):
+        for s in range(spines):
+            if leaves > 1 and r.random() < 0.9:
+                links.append([f"leaf{j}", f"spine{s}"])
+    raw: dict[str, Any] = {"name": f"drawn-{seed}", "nodes": nodes, "switches": switches, "links": links}
+    if n_nodes >= 2 and r.random() < 0.3:
+        raw["nvlink_domains"] = [["n0", "n1"]]
+    return yaml.safe_dump(raw, default_flow_style=r.choice([False, None]), sort_keys=False)
+
+
+# ------------------------------------------------------------------------------------------------------------
 # 20.parse_smi: one test per machine
 
 
@@ -84,6 +229,59 @@ class TestParseSmi:
             raise AssertionError(f"parse_topo must return a dict, got {got!r:.200}")
         for key in LEGENDS:
             same(got.get(key), want[key], f"parse_topo(topo_{machine}.txt)[{key!r}]")
+
+    @pytest.mark.concept("matrix_parse")
+    def test_drawn_machines(self, world: World) -> None:
+        for seed in range(10):
+            text, truth = draw_topology(seed)
+            got = call(world, "smi_topo", "parse_topo", text)
+            same(
+                _without(got, LEGENDS),
+                _without(truth, LEGENDS),
+                f"parse_topo of drawn machine {seed}:\n{text}",
+            )
+
+    @pytest.mark.concept("matrix_parse")
+    def test_one_gpu_boxes(self, world: World) -> None:
+        for seed in (100, 101, 102):
+            text, truth = draw_topology(seed, gpus=1)
+            got = call(world, "smi_topo", "parse_topo", text)
+            same(_without(got, LEGENDS), _without(truth, LEGENDS), f"parse_topo of a one-GPU box:\n{text}")
+
+    @pytest.mark.concept("matrix_parse")
+    def test_two_column_affinity_header(self, world: World) -> None:
+        # the 450-515 drivers' header: "CPU Affinity" and "NUMA Affinity", no "GPU NUMA ID"
+        text = (
+            "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\n"
+            "GPU0\t X \tNV12\tSYS\t0-63\t0\n"
+            "GPU1\tNV12\t X \tPXB\t64-127\t1\n"
+            "NIC0\tSYS\tPXB\t X \n"
+        )
+        got = call(world, "smi_topo", "parse_topo", text)
+        want = {
+            "devices": ["GPU0", "GPU1", "NIC0"],
+            "gpus": ["GPU0", "GPU1"],
+            "nics": ["NIC0"],
+            "matrix": {
+                "GPU0": {"GPU0": "X", "GPU1": "NV12", "NIC0": "SYS"},
+                "GPU1": {"GPU0": "NV12", "GPU1": "X", "NIC0": "PXB"},
+                "NIC0": {"GPU0": "SYS", "GPU1": "PXB", "NIC0": "X"},
+            },
+            "cpu_affinity": {"GPU0": "0-63", "GPU1": "64-127"},
+            "numa_affinity": {"GPU0": 0, "GPU1": 1},
+        }
+        same(_without(got, LEGENDS), want, "parse_topo of a two-column affinity header")
+
+    @pytest.mark.concept("legends")
+    def test_drawn_legends(self, world: World) -> None:
+        # NIC labels with a legend, without one (the label names itself), and old mlx5_k labels
+        for seed in range(10, 18):
+            text, truth = draw_topology(seed)
+            got = call(world, "smi_topo", "parse_topo", text)
+            if not isinstance(got, dict):
+                raise AssertionError(f"parse_topo must return a dict, got {got!r:.200}")
+            for key in LEGENDS:
+                same(got.get(key), truth[key], f"parse_topo(drawn machine {seed})[{key!r}]:\n{text}")
 
     @pytest.mark.concept("pasted_text")
     def test_as_pasted_into_an_issue(self, world: World, reference) -> None:
@@ -175,6 +373,37 @@ class TestSmiQuestions:
         same(
             call(world, "smi_topo", "largest_nvlink_group", PARTIAL), ["GPU1", "GPU2", "GPU3"], "partial mesh"
         )
+
+    @pytest.mark.concept("link_ladder")
+    def test_drawn_pairs(self, world: World, reference) -> None:
+        ref = reference("smi_topo")
+        for seed in range(20, 26):
+            _, topo = draw_topology(seed)
+            same(call(world, "smi_topo", "gpu_pairs", topo), ref.gpu_pairs(topo), f"gpu_pairs, drawn {seed}")
+            a, b = topo["devices"][0], topo["devices"][-1]
+            want = ref.nvlink_count(topo, a, b)
+            same(
+                call(world, "smi_topo", "nvlink_count", topo, a, b),
+                want,
+                f"nvlink_count {a}-{b}, drawn {seed}",
+            )
+
+    @pytest.mark.concept("nvlink_clique")
+    def test_drawn_cliques(self, world: World, reference) -> None:
+        ref = reference("smi_topo")
+        for seed in range(30, 38):
+            _, topo = draw_topology(seed, gpus=random.Random(seed).choice([3, 5, 6, 7, 8]))
+            want = ref.largest_nvlink_group(topo)
+            same(call(world, "smi_topo", "largest_nvlink_group", topo), want, f"largest group, drawn {seed}")
+
+    @pytest.mark.concept("nearest_nic")
+    def test_drawn_nearest_nics(self, world: World, reference) -> None:
+        ref = reference("smi_topo")
+        for seed in range(40, 46):
+            _, topo = draw_topology(seed)
+            for gpu in topo["gpus"]:
+                want = ref.nearest_nics(topo, gpu)
+                same(call(world, "smi_topo", "nearest_nics", topo, gpu), want, f"NICs of {gpu}, drawn {seed}")
 
     @pytest.mark.concept("nearest_nic")
     def test_nearest_nics(self, world: World, parsed) -> None:
@@ -274,6 +503,29 @@ class TestClusterYaml:
         for name, a, b, want in cases:
             same(call(world, "cluster", "gpu_path", clusters[name], a, b), want, f"{name}: {a} -> {b}")
 
+    @pytest.mark.concept("cluster_model")
+    def test_drawn_clusters(self, world: World, reference) -> None:
+        for seed in range(8):
+            text = draw_cluster(seed)
+            want = reference("cluster").load_cluster(text)
+            same(
+                call(world, "cluster", "load_cluster", text), want, f"load_cluster of drawn cluster:\n{text}"
+            )
+
+    @pytest.mark.concept("gpu_paths")
+    def test_drawn_paths(self, world: World, reference) -> None:
+        ref = reference("cluster")
+        for seed in range(10, 16):
+            c = ref.load_cluster(draw_cluster(seed))
+            r = random.Random(seed)
+            for _ in range(4):
+                a, b = r.choice(c["gpus"]), r.choice(c["gpus"])
+                same(
+                    call(world, "cluster", "gpu_path", c, a, b),
+                    ref.gpu_path(c, a, b),
+                    f"drawn {seed}: {a} -> {b}",
+                )
+
     @pytest.mark.concept("gpu_paths")
     def test_unreachable(self, world: World, clusters) -> None:
         # d's NIC is cabled to both switches (a dual-homed host), but hosts do not forward: a and b cannot
@@ -316,6 +568,20 @@ class TestLayouts:
     def test_supported_layouts(self, world: World, reference, clusters, name: str) -> None:
         want = reference("cluster").supported_layouts(clusters[name])
         same(call(world, "cluster", "supported_layouts", clusters[name]), want, f"supported layouts, {name}")
+
+    @pytest.mark.concept("tp_on_nvlink")
+    def test_drawn_tp_degrees(self, world: World, reference) -> None:
+        ref = reference("cluster")
+        for seed in range(20, 28):
+            c = ref.load_cluster(draw_cluster(seed))
+            same(call(world, "cluster", "largest_tp_degree", c), ref.largest_tp_degree(c), f"drawn {seed}")
+
+    @pytest.mark.concept("layout_feasibility")
+    def test_drawn_layouts(self, world: World, reference) -> None:
+        ref = reference("cluster")
+        for seed in range(30, 36):
+            c = ref.load_cluster(draw_cluster(seed))
+            same(call(world, "cluster", "supported_layouts", c), ref.supported_layouts(c), f"drawn {seed}")
 
     @pytest.mark.concept("layout_feasibility")
     def test_no_layout_without_a_network(self, world: World, clusters) -> None:
