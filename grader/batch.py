@@ -171,7 +171,14 @@ def gradeone_command(
 def _gradeone(plan: BatchPlan, gpus: str | None) -> list[str]:
     command = [sys.executable, "-m", "grader.gradeone", "--course", str(plan.course.root / "course.yml")]
     command += ["--exercise", plan.exercise.key, "--backend", plan.backend, "--device", plan.device]
+    command += ["--prewarm"] if plan.backend == "docker" and prewarm_pays(plan.workers) else []
     return command + (["--gpus", gpus] if gpus else [])
+
+
+def prewarm_pays(workers: int) -> bool:
+    """Whether warming the next container while one grades saves time: only with a core free for it. Where
+    the gradings already fill the cores, the warm-up only slows the grading it should hide behind."""
+    return (os.cpu_count() or 1) >= 2 * workers
 
 
 def read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> ExerciseResult:

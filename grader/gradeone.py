@@ -32,12 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--submission", type=Path)
     parser.add_argument("--gpus", help="comma-separated GPU ids this grading may use")
     parser.add_argument("--serve", type=int, metavar="FD", help="grade jobs from stdin; report on FD")
+    parser.add_argument("--prewarm", action="store_true", help="Docker: start the next container early")
     args = parser.parse_args(argv)
     if args.gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
     course = load_course(Path(args.course))
     exercise = course.find(args.exercise)
-    runner = make_runner(args.backend, many=args.serve is not None)
+    runner = make_runner(args.backend, prewarm=args.prewarm)
     if args.serve is None:
         grade_one(course, exercise, runner, args.device, args.submission, args.label, Path(args.out))
         return 0

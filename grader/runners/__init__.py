@@ -37,9 +37,9 @@ class Runner(Protocol):
         ...
 
 
-def make_runner(name: str, *, many: bool = False) -> Runner:
-    """The runner called ``name``; ``ValueError`` for an unknown one. ``many``: it will grade one submission
-    after another (a batch), so Docker keeps the next container warm."""
+def make_runner(name: str, *, prewarm: bool = False) -> Runner:
+    """The runner called ``name``; ``ValueError`` for an unknown one. ``prewarm``: Docker keeps the next
+    container started (for a runner that grades one submission after another)."""
     if name == "local":
         from grader.runners.local import LocalRunner
 
@@ -47,5 +47,5 @@ def make_runner(name: str, *, many: bool = False) -> Runner:
     if name == "docker":
         from grader.runners.docker import DockerRunner
 
-        return DockerRunner(prewarm=many)
+        return DockerRunner(prewarm=prewarm)
     raise ValueError(f"unknown backend {name!r}; available: local, docker")

@@ -1,15 +1,12 @@
 """The Docker runner: one container per submission, the judge inside it, JSON out.
 
 Each container starts *warm*: its judge imports torch and starts the rank factory, then waits for the host to
-write the submission into a folder bound read-only at /handoff and to create /handoff/go. With ``prewarm``
-(batches), the runner starts the next submission's container as soon as the current one has its files, so
-the start-up of one hides behind the grading of the other; still one container per submission, nothing
-shared between them. An unused spare is removed by ``close()``, by the next sweep once its grader is gone,
-or ends by itself after ``grader.container.IDLE_TIMEOUT_S``.
-
-The container has no network, memory/pids/CPU limits, a read-only root with a tmpfs, no capabilities but the
-three the judge needs to run ranks as another uid (SETUID, SETGID) and to stop them (KILL), and
-no-new-privileges. Its output is drained while it runs; past its deadline it is killed and removed.
+write the submission into a folder bound read-only at /handoff and to create /handoff/go. With ``prewarm``,
+the runner starts the next submission's container as soon as the current one has its files, so the start-up
+of one hides behind the grading of the other; still one container per submission, nothing shared between
+them. ``grade batch`` prewarms only where a core is free for it (``batch.prewarm_pays``). An unused spare is
+removed by ``close()``, by the next sweep once its grader is gone, or ends by itself after
+``grader.container.IDLE_TIMEOUT_S``.
 """
 
 from __future__ import annotations
