@@ -375,6 +375,8 @@ def cmd_checkpoint(args: argparse.Namespace, course: Course, console: Console) -
 
 
 def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from rich.markdown import Markdown
+
     from grader.hints import hints_for, progress_key
     from grader.progress import ProgressError, ProgressStore
 
@@ -398,7 +400,7 @@ def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
         console.print(f"[dim]hint {hint.number}: {hint.title} (seen)[/]")
     hint = hints[shown - 1]
     console.print(f"[bold]{exercise.key}.{part}, hint {hint.number} of {len(hints)}: {hint.title}[/]")
-    console.print(hint.text, markup=False)
+    console.print(Markdown(hint.text))  # reflowed to the terminal's width
     more = len(hints) - shown
     again = f"grade hint {exercise.key} {part}"
     console.print(f"[dim]{f'{more} more: run `{again}` again' if more else 'that was the last hint'}[/]")
