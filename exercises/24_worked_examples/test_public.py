@@ -18,17 +18,19 @@ from coursekit.cluster import Cluster
 from coursekit.models import MODELS
 from grader.harness import World
 
-# The same problems as PROBLEMS and QUESTIONS in plans.py
+# The same problems as PROBLEMS, QUESTIONS and EP_ONLY in plans.py
 PROBLEMS = {
-    "llama3_8b": ("llama3_8b", Cluster("dgx_h100", 1), 1024, 4096, 0.35),
     "llama3_70b": ("llama3_70b", Cluster("dgx_h100", 4), 512, 8192, 0.32),
-    "deepseek_v3": ("deepseek_v3", Cluster("dgx_h100", 32), 1024, 4096, 0.25),
+    "deepseek_v3": ("deepseek_v3", Cluster("dgx_h100", 32), 1024, 4096, 0.27),
 }
 QUESTIONS = {
-    "llama3_8b": {"memory_gb", "step_s", "mfu", "zero0_memory_gb", "dp_allreduce_s"},
-    "llama3_70b": {"memory_gb", "step_s", "mfu", "tp_message_mb", "tp_s", "bubble_fraction"},
-    "deepseek_v3": {"memory_gb", "step_s", "mfu", "expert_replicas", "dispatch_mb", "ep_s"},
-}
+    "llama3_70b": {"memory_gb", "step_s", "mfu", "tp_message_mb", "tp_s", "bubble_fraction",
+                   "dominant_overhead", "crosses_network"},
+    "deepseek_v3": {"memory_gb", "step_s", "mfu", "expert_replicas", "dispatch_mb", "ep_s",
+                    "dominant_overhead", "crosses_network"},
+}  # fmt: skip
+EP_ONLY = {"dispatch_mb", "ep_s"}  # asked only of a plan with ep > 1
+WORDS = {"dominant_overhead", "crosses_network"}  # a word, and a list of words
 PLAN_KEYS = {"tp", "pp", "dp", "ep", "zero_stage", "recompute", "micro_batch_size", "num_microbatches"}
 MEMORY_KEYS = (
     "params",
@@ -44,8 +46,8 @@ LIMIT_GB = 0.9 * 80  # coursekit.budget.USABLE_MEMORY_FRACTION of an H100's 80 G
 
 def per_problem(concept: str) -> Any:
     """Run a test once per problem, scoring for that problem's part and its `concept` (concepts.yml: "plan"
-    is plan_8b for llama3_8b)."""
-    suffix = {"llama3_8b": "8b", "llama3_70b": "70b", "deepseek_v3": "deepseek"}
+    is plan_70b for llama3_70b)."""
+    suffix = {"llama3_70b": "70b", "deepseek_v3": "deepseek"}
     params = [
         pytest.param(
             n, marks=(pytest.mark.part(f"24.{n}"), pytest.mark.concept(f"{concept}_{suffix[n]}")), id=n
@@ -64,14 +66,20 @@ def per_problem(concept: str) -> Any:
 def read(world: World, name: str) -> dict:
     [res] = world.run("rank_programs:plan_document", inputs={"function": name})
     doc = res.value
-    assert isinstance(doc, dict), f"{name}() must give a mapping (plan, answers, justification), got {doc!r}"
-    assert set(doc) == {"plan", "answers", "justification"}, f"{name}(): keys {sorted(doc)}"
+    assert isinstance(doc, dict), f"{name}() must give a mapping (plan, answers), got {doc!r}"
+    assert {"plan", "answers"} <= set(doc) <= {"plan", "answers", "justification"}, (
+        f"{name}(): keys {sorted(doc)}"
+    )
     assert isinstance(doc["plan"], dict) and set(doc["plan"]) == PLAN_KEYS, (
         f"{name}(): plan keys {doc['plan']!r}"
     )
     answers = doc["answers"]
-    assert isinstance(answers, dict) and set(answers) == QUESTIONS[name], f"{name}(): answer keys {answers!r}"
-    for k, v in answers.items():
+    assert isinstance(answers, dict), f"{name}(): answers must be a mapping, got {answers!r}"
+    asked = QUESTIONS[name] - (set() if doc["plan"].get("ep", 1) > 1 else EP_ONLY)
+    given = {k for k, v in answers.items() if v is not None}
+    assert asked <= given <= QUESTIONS[name], f"{name}(): answer keys {sorted(given)}, asked {sorted(asked)}"
+    for k in given - WORDS:
+        v = answers[k]
         assert type(v) in (int, float) and math.isfinite(v), (
             f"{name}(): answers.{k} must be a number, got {v!r}"
         )
@@ -87,6 +95,7 @@ def test_layout_by_hand(world: World, name: str) -> None:
     assert tp * pp * dp == cluster.world, f"{name}: tp x pp x dp = {tp * pp * dp}, not {cluster.world} GPUs"
     assert cluster.domain_gpus % tp == 0, f"{name}: TP {tp} leaves the NVLink domain of {cluster.domain_gpus}"
     assert model.n_kv_heads % tp == 0, f"{name}: TP {tp} splits the {model.n_kv_heads} KV heads"
+    assert plan["ep"] == 1 or dp % plan["ep"] == 0, f"{name}: EP groups are carved out of DP: ep divides dp"
     assert dp * plan["micro_batch_size"] * plan["num_microbatches"] == global_batch, f"{name}: batch"
     assert model.is_moe or plan["ep"] == 1, f"{name}: a dense model has no experts to split (ep = 1)"
 
@@ -112,14 +121,6 @@ def test_your_plan_fits_and_meets_the_floor_by_your_answers(world: World, name: 
     )
     assert answers["mfu"] >= floor, (
         f"{name}: by your own answers MFU {answers['mfu']} is under the floor {floor}"
-    )
-
-
-@per_problem("document")
-def test_justification_is_short(world: World, name: str) -> None:
-    text = read(world, name)["justification"]
-    assert isinstance(text, str) and 10 <= len(text.split()) <= 150, (
-        f"{name}: write 10-150 words of justification"
     )
 
 
@@ -154,7 +155,7 @@ def test_plan_report(world: World, name: str, artifact) -> None:  # type: ignore
     console.print(plan_table(doc["plan"] | {"reasons": {}}, memory, time, title=title))
     console.print(note or "memory and time: your exercise 21 estimate.py")
     console.print("answers: " + ", ".join(f"{k} {v}" for k, v in doc["answers"].items()))
-    console.print("justification: " + str(doc["justification"]))
+    console.print("justification (not graded): " + str(doc.get("justification", "")))
     path.write_text(console.export_text())
     if memory:
         chart = artifact(f"plan_24_{name}.png", f"a memory chart of your {name} plan")

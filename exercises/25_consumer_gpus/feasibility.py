@@ -1,11 +1,11 @@
 """Consumer GPUs: the largest model an RTX 4090 box can train, and its all-reduce through host memory.
 
 RTX 4090: 24 GB, 165.2 dense bf16 TFLOPS, PCIe 4.0 x16, no NVLink, no GPU-to-GPU P2P (coursekit/hardware.yml).
-Memory wall: Ψ_max = usable bytes / bytes per parameter at ZeRO stage z over N_d GPUs (arXiv 1910.02054).
-Host path: without P2P, NCCL's SHM transport has the sender GPU write into a host buffer that the receiver GPU
-reads (NVIDIA/nccl src/transport/shm.cc; env.rst, NCCL_SHM_DISABLE): each byte crosses PCIe and DRAM twice.
-Check: `grade exercise 25`. Symbols: S bytes all-reduced, n GPUs per box, N boxes, Ψ parameters. Units: bytes,
-seconds, GB/s with GB = 1e9 B, every bandwidth per direction unless it says otherwise.
+Memory wall: mixed-precision Adam's model states under ZeRO (Rajbhandari et al. 2020, arXiv 1910.02054).
+Host path: without P2P, NCCL's SHM transport stages every message in host memory (NVIDIA/nccl
+src/transport/shm.cc; env.rst, NCCL_SHM_DISABLE). README.md says what each resource is and where its
+bandwidth comes from; which bytes cross it is the part to work out. Check: `grade exercise 25`.
+Units: bytes, seconds, GB/s with GB = 1e9 B, every bandwidth per direction unless it says otherwise.
 """
 
 from __future__ import annotations
@@ -90,16 +90,18 @@ WALLS = ("pcie", "dram", "socket", "network")
 
 
 def state_bytes_per_param(zero_stage: int, dp: int) -> float:
-    """Bytes of model states per parameter on each of `dp` data-parallel GPUs: bf16 weights 2, bf16 grads 2,
-    fp32 master + Adam m + v 12, with ZeRO stage 1/2/3 sharding the optimizer / + grads / + weights."""
+    """Bytes of model states (bf16 weights and gradients, fp32 master weights and Adam's two moments) that
+    each of `dp` data-parallel GPUs keeps per parameter of the model under ZeRO stage `zero_stage`, a float.
+    ValueError for a stage other than 0-3."""
     raise NotImplementedError("TODO(25.memory_wall): not implemented yet")
 
 
 def largest_trainable_params(
     box: HostBox, zero_stage: int, boxes: int = 1, reserve_bytes: float = 0.0
 ) -> int:
-    """The most parameters whose model states fit on every GPU of `boxes` boxes, all data-parallel, next to
-    `reserve_bytes` of activations, in USABLE_MEMORY_FRACTION of the GPU's memory. 0 if nothing fits."""
+    """The most parameters (an int, 0 if nothing fits) whose model states fit on every GPU of `boxes` boxes,
+    every GPU data-parallel at ZeRO stage `zero_stage`, next to `reserve_bytes` of activations per GPU, in the
+    share of a GPU's memory a plan may fill (coursekit.budget.USABLE_MEMORY_FRACTION)."""
     raise NotImplementedError("TODO(25.memory_wall): not implemented yet")
 
 
@@ -108,13 +110,14 @@ def largest_trainable_params(
 
 
 def host_allreduce_s(nbytes: float, box: HostBox, boxes: int = 1, p2p: bool | None = None) -> dict:
-    """Bandwidth-only seconds of a ring all-reduce of `nbytes` over every GPU of `boxes` boxes, per resource
-    the traffic crosses, the slowest setting the pace (the phases pipeline). p2p None: the node's gpu_p2p.
-    {"pcie_s", "dram_s", "socket_s", "network_s", "time_s", "wall"}, wall the key (without _s) of the slowest
-    or "none" when nothing moves.
-    - pcie: each GPU sends and receives 2(n-1)/n x S, up and down its own link at the same time;
-    - dram (no P2P only): every byte sent is written to and read from host memory: 4(n-1) S over all sockets;
-    - socket (two sockets): the ring crosses between them once each way, 2(n-1)/n x S per direction;
-    - network (boxes > 1): across boxes, 2(N-1)/N x S through one box's NICs (hierarchical: coursekit.cluster)
+    """Bandwidth-only seconds of one ring all-reduce of `nbytes` over every GPU of `boxes` identical boxes,
+    resource by resource: {"pcie_s", "dram_s", "socket_s", "network_s", "time_s", "wall"}.
+
+    Each `<resource>_s` is the time that resource alone needs for the bytes of the all-reduce that cross it
+    (0.0 where none do): "pcie" one GPU's host link (HostBox.pcie_gb_s), "dram" the box's host memory
+    (dram_gb_s per socket), "socket" the link between two sockets, "network" the box's NICs. time_s is the
+    all-reduce's time, and wall the resource that sets it, by its key without "_s" (ties: the first in WALLS),
+    or "none" when nothing moves. p2p: whether the GPUs of a box reach each other's memory directly; None
+    takes the catalogue's gpu_p2p for the node. ValueError for a box with other than 1 or 2 sockets.
     """
     raise NotImplementedError("TODO(25.host_allreduce): not implemented yet")

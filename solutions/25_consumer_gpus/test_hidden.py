@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import sys
 from typing import Any
 
@@ -35,6 +36,49 @@ TOY = ModelSpec(
     params=1_500_000_000, active_params=1_500_000_000,
 )  # fmt: skip
 MODEL_KEYS = ("llama3_8b", "llama3_70b")
+SEEDS = (2501, 2502, 2503)  # machines and models generated in the judge: no submission has seen them
+
+
+def generated_model(seed: int) -> ModelSpec:
+    """A dense decoder of random shape (0.5-30B parameters), from `seed`: no published model claimed."""
+    rng = random.Random(seed)
+    heads = rng.choice((8, 16, 24, 32, 40))
+    dim, layers = heads * rng.choice((64, 128)), rng.randrange(12, 61)
+    params = rng.randrange(5, 300) * 10**8
+    return ModelSpec(
+        name=f"generated {seed}", n_layers=layers, dim=dim, n_heads=heads, n_kv_heads=heads,
+        ffn_dim=4 * dim, vocab_size=32000, params=params, active_params=params,
+    )  # fmt: skip
+
+
+def generated_boxes(feasibility: Any, seed: int) -> dict[str, tuple[Any, dict, str]]:
+    """For each wall, a box (and the call's boxes/p2p) generated from `seed` on which that wall binds, with
+    margins wide enough that the wall is the same whichever correct formula computes it."""
+    rng = random.Random(seed)
+    b4, b8 = feasibility.BOX_4X, feasibility.BOX_8X
+    eff = rng.uniform(0.6, 0.9)
+    return {
+        # P2P takes host memory off the path; one socket: only the GPUs' own links are left
+        "pcie": (dataclasses.replace(rng.choice((b4, b8)), sockets=1, socket_link_gb_s=0.0,
+                                     pcie_efficiency=eff, dram_gb_s=rng.uniform(20, 400)),
+                 {"p2p": True}, "pcie"),
+        # no P2P, but four GPUs on one socket with fast memory: host memory keeps up, the GPUs' links do not
+        "pcie_host": (
+            dataclasses.replace(b4, sockets=1, socket_link_gb_s=0.0, pcie_efficiency=eff,
+                                dram_gb_s=rng.uniform(300, 500)),
+            {"p2p": None}, "pcie",
+        ),
+        # eight GPUs on one socket with slow memory
+        "dram": (dataclasses.replace(b8, sockets=1, socket_link_gb_s=0.0, pcie_efficiency=eff,
+                                     dram_gb_s=rng.uniform(40, 150)), {"p2p": False}, "dram"),
+        # two fast memories joined by a slow socket link
+        "socket": (dataclasses.replace(b8, pcie_efficiency=eff, dram_gb_s=rng.uniform(300, 500),
+                                       socket_link_gb_s=rng.uniform(5, 18)), {"p2p": False}, "socket"),
+        # several boxes behind one 100GbE NIC each
+        "network": (dataclasses.replace(b8, pcie_efficiency=eff, dram_gb_s=rng.uniform(250, 500),
+                                        socket_link_gb_s=rng.uniform(26, 60)),
+                    {"boxes": rng.choice((2, 3, 4, 6)), "p2p": None}, "network"),
+    }  # fmt: skip
 
 
 def boxes(feasibility: Any) -> dict[str, Any]:
@@ -196,13 +240,41 @@ def test_bad_zero_stage_raises(world: World) -> None:
 
 
 def host_allreduce_grid(ref: dict) -> list[tuple]:
-    return [
+    f = ref["feasibility"]
+    fixed = [
         ("feasibility", "host_allreduce_s", (s, box), {"boxes": n, "p2p": p2p})
-        for box in boxes(ref["feasibility"]).values()
+        for box in boxes(f).values()
         for s in (1e6, 2 * MODELS["llama3_8b"].params)
         for n in (1, 2, 4)
         for p2p in (None, True, False)
     ]
+    generated = [
+        ("feasibility", "host_allreduce_s", (random.Random(seed).uniform(1e8, 1e11), box), kw)
+        for seed in SEEDS
+        for box, kw, _ in generated_boxes(f, seed).values()
+    ]
+    return fixed + generated
+
+
+@pytest.mark.part("25.host_allreduce")
+@pytest.mark.concept("host_path_traffic")
+def test_each_wall_binds_on_generated_boxes(world: World, ref: dict) -> None:
+    """Boxes generated from seeds, one per wall: PCIe (P2P, one socket), host memory (8 GPUs on one slow
+    socket), the socket link (fast memory, slow link), the network (several boxes). Each names its wall."""
+    cases = [
+        (seed, box, kw, wall)
+        for seed in SEEDS
+        for box, kw, wall in generated_boxes(ref["feasibility"], seed).values()
+    ]
+    got = run_many(
+        world, [spec("feasibility", "host_allreduce_s", 4e9, box, **kw) for _, box, kw, _ in cases]
+    )
+    for (seed, box, kw, wall), g in zip(cases, got, strict=True):
+        what = (
+            f"seed {seed}: {box.node}, {box.sockets} socket(s), dram {box.dram_gb_s:.0f} GB/s, socket link "
+            f"{box.socket_link_gb_s:.0f} GB/s, PCIe efficiency {box.pcie_efficiency:.2f}, {kw}"
+        )
+        assert isinstance(g, dict) and g.get("wall") == wall, f"{what}: expected the {wall} wall, got {g!r}"
 
 
 @pytest.mark.part("25.host_allreduce")
@@ -294,8 +366,16 @@ def machines(ref: dict) -> list[tuple[Any, int]]:
     ]
 
 
+def model_of(name: str) -> ModelSpec:
+    if name == "toy":
+        return TOY
+    if name.startswith("seed"):
+        return generated_model(int(name.removeprefix("seed")))
+    return MODELS[name]
+
+
 @pytest.mark.part("25.walls")
-@pytest.mark.parametrize("model", ["toy", *MODEL_KEYS])
+@pytest.mark.parametrize("model", ["toy", *MODEL_KEYS, f"seed{SEEDS[0]}"])
 @by_keys(
     {
         "step_memory": ("memory_bytes", "fits"),
@@ -305,7 +385,7 @@ def machines(ref: dict) -> list[tuple[Any, int]]:
     }
 )
 def test_step_estimate(world: World, ref: dict, model: str, keys: tuple[str, ...]) -> None:
-    spec_ = TOY if model == "toy" else MODELS[model]
+    spec_ = model_of(model)
     calls = [
         ("walls", "step_estimate", (spec_, m, z, rc, s, 256), {"boxes": n, "micro_batch": mbs})
         for m, n in machines(ref)
@@ -314,6 +394,31 @@ def test_step_estimate(world: World, ref: dict, model: str, keys: tuple[str, ...
         for s, mbs in ((4096, 1), (1024, 2))
     ]
     check_calls(world, ref, calls, keys)
+
+
+@pytest.mark.part("25.walls")
+@pytest.mark.concept("step_bound")
+def test_each_bound_on_generated_machines(world: World, ref: dict) -> None:
+    """Generated from seeds: a model too large for the box is bound by memory; a small model with short
+    micro-batches under ZeRO-3 on a box whose PCIe links, host memory or socket link is the slowest resource
+    is bound by that wall."""
+    f = ref["feasibility"]
+    calls, want = [], []
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        big = dataclasses.replace(generated_model(seed), params=rng.randrange(40, 90) * 10**9)
+        big = dataclasses.replace(big, active_params=big.params)
+        calls.append(("walls", "step_estimate", (big, f.BOX_4X, rng.randrange(4), "full", 1024, 64), {}))
+        want.append("memory")
+        for kind in ("pcie_host", "dram", "socket"):
+            box, _, wall = generated_boxes(f, seed)[kind]
+            calls.append(("walls", "step_estimate", (TOY, box, 3, "full", 256, 4096), {}))
+            want.append(wall)
+    got = run_many(world, [spec(m, fn, *a, **k) for m, fn, a, k in calls])
+    for (_, _, a, _), g, bound in zip(calls, got, want, strict=True):
+        what = f"step_estimate({a[0].name}, {a[1].node} sockets={a[1].sockets} dram={a[1].dram_gb_s:.0f} " \
+               f"link={a[1].socket_link_gb_s:.0f}, ZeRO-{a[2]})"  # fmt: skip
+        assert isinstance(g, dict) and g.get("bound") == bound, f"{what}: expected bound {bound!r}, got {g!r}"
 
 
 @pytest.mark.part("25.walls")
@@ -341,7 +446,7 @@ def test_uneven_batch_raises(world: World, ref: dict) -> None:
 
 
 @pytest.mark.part("25.compare")
-@pytest.mark.parametrize("model", ["toy", *MODEL_KEYS])
+@pytest.mark.parametrize("model", ["toy", *MODEL_KEYS, f"seed{SEEDS[1]}"])
 @by_keys(
     {
         "fastest_fitting_plan": ("machine", "zero_stage", "recompute"),
@@ -349,7 +454,7 @@ def test_uneven_batch_raises(world: World, ref: dict) -> None:
     }
 )
 def test_compare(world: World, ref: dict, model: str, keys: tuple[str, ...]) -> None:
-    spec_ = TOY if model == "toy" else MODELS[model]
+    spec_ = model_of(model)
     f = ref["feasibility"]
     calls = [("walls", "compare", (spec_, s, b), {"box": box}) for s, b in ((4096, 1024), (1024, 4096))
              for box in (f.BOX_8X, f.BOX_4X)]  # fmt: skip

@@ -1,7 +1,7 @@
 """Where the walls are: one training step of a real model on a 4090 box, and the same job on a DGX H100 node.
 
 Every GPU is data-parallel, ZeRO 0-3, no TP or PP (over PCIe without P2P, TP's 4 all-reduces per layer cost
-more than the layer). Memory: ZeRO model states + one micro-batch's activations (coursekit.budget, ex. 22).
+more than the layer). Memory: ZeRO model states + one micro-batch's activations (exercise 22's model).
 Time: compute at MFU plus the gradient traffic backward does not hide (exercise 21's overlap rule).
 Run `python walls.py` for the comparison table. Check: `grade exercise 25`.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from feasibility import BOX_8X, HostBox, host_allreduce_s, state_bytes_per_param
 
-from coursekit.budget import MFU, RECOMPUTE, USABLE_MEMORY_FRACTION, activation_bytes_per_layer, train_flops
+from coursekit.budget import MFU, RECOMPUTE, USABLE_MEMORY_FRACTION
 from coursekit.cluster import Cluster, allreduce_s
 from coursekit.models import MODELS, ModelSpec
 
@@ -41,17 +41,18 @@ def step_estimate(
     model: ModelSpec, machine: HostBox | Cluster, zero_stage: int, recompute: str, seq_len: int,
     global_batch: int, micro_batch: int = 1, boxes: int = 1,
 ) -> dict:  # fmt: skip
-    """One step of `global_batch` sequences on every GPU of the machine, all data-parallel:
+    """One training step of `global_batch` sequences of `seq_len` tokens on every GPU of the machine (a
+    HostBox x `boxes`, or a catalogue Cluster), every GPU data-parallel at ZeRO stage `zero_stage`, no TP or
+    PP, micro-batches of `micro_batch` sequences, recomputation `recompute` (coursekit.budget.RECOMPUTE):
     {"memory_bytes", "fits", "compute_s", "comm_s", "exposed_s", "step_s", "bound"}.
 
-    memory: state_bytes_per_param x params + activation_bytes_per_layer (tp 1, no SP) x layers for ONE
-    micro-batch; fits: <= USABLE_MEMORY_FRACTION of the GPU. compute: train_flops(active params, tokens) /
-    (GPUs x peak x MFU). comm, from allreduce() of the bf16 gradients (2 bytes x params): ZeRO 0-2, one
-    all-reduce per step, hidden behind the last micro-batch's backward (4/6 of it, 6/8 with full recompute);
-    ZeRO-3, per micro-batch 2 all-gathers + 1 reduce-scatter = 1.5 all-reduces, hidden behind that
-    micro-batch. exposed: what is not hidden; step = compute + exposed. bound: "memory" if it does not fit,
-    else the wall allreduce() names if anything is exposed, else "compute". ValueError if the batch does not
-    split evenly."""
+    memory_bytes: what one GPU holds at its peak (model states as ZeRO leaves them, activations as exercise 22
+    counts them for one layer, tp 1 and no SP); fits: within USABLE_MEMORY_FRACTION of the GPU's memory.
+    compute_s: the step's training flops at the course's MFU (exercises 21 and 24). comm_s: all the gradient
+    and weight traffic of the step, priced with allreduce() (given); exposed_s: the part of it compute does
+    not hide, by exercise 21's overlap rule; step_s = compute_s + exposed_s. bound: "memory" when the plan
+    does not fit, else the wall allreduce() names when anything is exposed, else "compute". ValueError when
+    the batch does not split into the same whole number of micro-batches on every GPU."""
     ### BEGIN SOLUTION 25.walls
     n = gpus(machine, boxes)
     if global_batch % (n * micro_batch):
@@ -59,15 +60,16 @@ def step_estimate(
             f"{global_batch} sequences do not split into {n} GPUs x micro-batches of {micro_batch}"
         )
     m = global_batch // (n * micro_batch)  # micro-batches per GPU per step
-    acts = activation_bytes_per_layer(
-        seq_len=seq_len, micro_batch=micro_batch, hidden=model.dim, n_heads=model.n_heads,
-        tp_degree=1, sequence_parallel=False, recompute=recompute,
-    )  # fmt: skip
+    # Korthikanti et al. 2022 Table 2, no TP: sbh(34 + 5as/h) per layer; selective recomputation drops the
+    # 5as/h scores term; full recomputation keeps only the 2sbh layer input (exercise 22)
+    sbh = seq_len * micro_batch * model.dim
+    scores = 5 * model.n_heads * seq_len / model.dim if recompute == "none" else 0.0
+    acts = 2 * sbh if recompute == "full" else sbh * (34 + scores)
     memory = state_bytes_per_param(zero_stage, n) * model.params + acts * model.n_layers
     limit = USABLE_MEMORY_FRACTION * (machine.memory_bytes)
-    compute = train_flops(model.active_params, global_batch * seq_len, recompute) / (
-        n * machine.peak_flops * MFU
-    )
+    # 6 flops per active parameter and token, 8 with full recomputation (exercise 21)
+    flops = (8 if recompute == "full" else 6) * model.active_params * global_batch * seq_len
+    compute = flops / (n * machine.peak_flops * MFU)
     per_mb = compute / m
     sync, wall = allreduce(BF16 * model.params, machine, boxes)  # every GPU holds every gradient once
     if zero_stage == 3:  # AG (forward) + AG (backward) + RS = 3 x half an all-reduce, every micro-batch

@@ -10,9 +10,29 @@ from __future__ import annotations
 
 from feasibility import BOX_8X, HostBox, host_allreduce_s, state_bytes_per_param
 
-from coursekit.budget import MFU, RECOMPUTE, USABLE_MEMORY_FRACTION, activation_bytes_per_layer, train_flops
+from coursekit.budget import MFU, RECOMPUTE, USABLE_MEMORY_FRACTION
 from coursekit.cluster import Cluster, allreduce_s
 from coursekit.models import MODELS, ModelSpec
+
+
+def activation_bytes_per_layer(
+    *, seq_len: int, micro_batch: int, hidden: int, n_heads: int, tp_degree: int, sequence_parallel: bool,
+    recompute: str,
+) -> float:  # fmt: skip
+    """Exercise 22's per-layer activation bytes (Korthikanti et al. 2022, Table 2), restated here because
+    coursekit ships no exercise's answer (issue 18)."""
+    sbh = seq_len * micro_batch * hidden
+    if recompute == "full":
+        return 2.0 * sbh
+    outside = 10 / tp_degree if sequence_parallel else 10
+    scores = 5 * n_heads * seq_len / (hidden * tp_degree) if recompute == "none" else 0.0
+    return sbh * (outside + 24 / tp_degree + scores)
+
+
+def train_flops(active_params: float, tokens: float, recompute: str) -> float:
+    """6 flops per active parameter and token, 8 with full recomputation (exercise 21's compute)."""
+    return (8 if recompute == "full" else 6) * active_params * tokens
+
 
 BF16 = 2  # bytes per gradient element
 H100_NODE = Cluster("dgx_h100", 1)  # 8 H100 SXM on NVSwitch, 450 GB/s per direction each
