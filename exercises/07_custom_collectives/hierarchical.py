@@ -1,11 +1,9 @@
 """Hierarchical collectives as schedules: cross the slow inter-node links as little and as widely as possible.
 
 n nodes of g GPUs, p = n*g ranks; rank = node * g + local (local index l in 0..g-1, node i in 0..n-1).
-All-gather: ring across nodes first (1 chunk per NIC per round), then ring inside each node (n chunks).
-All-reduce: ring reduce-scatter inside nodes, ring all-reduce across nodes on 1/g of the data, ring all-gather
-inside nodes. Every phase is the ring of exercise 02 on a sub-ring. This is BlueConnect's split (Cho et al.,
-MLSys 2019) as MSCCLang writes it: microsoft/msccl-tools examples/mscclang/hierarchical_allreduce.py and
-hierarchical_allgather.py (across nodes first, then inside).
+Inside a node GPUs talk over NVLink; between nodes each GPU has its own, much slower, NIC. The idea is
+BlueConnect's (Cho et al., MLSys 2019), and MSCCLang writes such schedules in microsoft/msccl-tools
+examples/mscclang/hierarchical_allreduce.py and hierarchical_allgather.py.
 Language: coursekit/schedules.py, a Step(src, dst, chunk, op) per chunk moved; check: `grade exercise 07`.
 """
 
@@ -20,28 +18,22 @@ def rank_of(node: int, local: int, gpus_per_node: int) -> int:
 
 
 def hierarchical_allgather(nodes: int, gpus_per_node: int) -> Schedule:
-    """All-gather of p = nodes * gpus_per_node chunks (chunk c is rank c's input) in (n-1) + (g-1) rounds.
+    """All-gather of p = nodes * gpus_per_node chunks as Schedule("allgather", p, p, rounds).
 
-    1. Inter-node ring, rounds t = 0..n-2: GPU (i, l) sends chunk rank_of((i - t) % n, l) to GPU
-       ((i + 1) % n, l), op "copy". After it, GPU (i, l) holds column l: the chunks of ranks (*, l).
-    2. Intra-node ring, rounds s = 0..g-2: GPU (i, l) sends the n chunks of column (l - s) % g, one Step
-       each in node order, to GPU (i, (l + 1) % g), op "copy".
+    Chunk c is rank c's input; afterwards every rank holds all p chunks (`coursekit.schedules.check`).
+    Budget: exactly (n-1) + (g-1) rounds; on the network (a step between GPUs of different nodes) every GPU
+    sends and receives at most one chunk per round and at most n-1 chunks in all, and over NVLink at most n
+    chunks per round, one message per GPU and link kind per round. Any n >= 1, g >= 1.
     """
     raise NotImplementedError("TODO(07.hierarchical_allgather): not implemented yet")
 
 
 def hierarchical_allreduce(nodes: int, gpus_per_node: int) -> Schedule:
-    """All-reduce in 2(g-1) + 2(n-1) rounds over p = n*g chunks, grouped g groups of n: group j = chunks
-    j*n .. j*n + n-1, and piece k of group j is chunk j*n + k.
+    """All-reduce as Schedule("allreduce", p, p, rounds), p = nodes * gpus_per_node chunks.
 
-    1. Intra-node ring reduce-scatter of groups, rounds s = 0..g-2: GPU (i, l) sends every chunk of group
-       (l - s) % g to GPU (i, (l + 1) % g), op "reduce". After it GPU (i, l) holds node i's sum of group
-       j = (l + 1) % g.
-    2. Inter-node ring all-reduce of the pieces of that group j among the GPUs with local index l:
-       reduce-scatter rounds t = 0..n-2, GPU (i, l) sends chunk j*n + (i - t) % n to ((i + 1) % n, l),
-       "reduce"; then all-gather rounds t = 0..n-2, it sends chunk j*n + (i + 1 - t) % n, "copy".
-    3. Intra-node ring all-gather of groups, rounds s = 0..g-2: GPU (i, l) sends every chunk of group
-       (l + 1 - s) % g to GPU (i, (l + 1) % g), op "copy".
-    Within a round, steps go in order of node, then local index, then chunk.
+    Afterwards every rank's every chunk is the sum over all p ranks (`coursekit.schedules.check`).
+    Budget: exactly 2(g-1) + 2(n-1) rounds; on the network (a step between GPUs of different nodes) every
+    GPU sends and receives at most one chunk per round and at most 2(n-1) chunks in all, and over NVLink at
+    most n chunks per round, one message per GPU and link kind per round. Any n >= 1, g >= 1.
     """
     raise NotImplementedError("TODO(07.hierarchical_allreduce): not implemented yet")

@@ -1,12 +1,17 @@
 """What this catches: schedules that are wrong on 2 nodes of 4 GPUs, take the wrong number of rounds, lose to
-the flat ring, or go wrong when run for real on 4 gloo ranks.
+the flat ring, or go wrong when run for real on 4 gloo ranks; a fused all-gather + matmul that computes the
+wrong product on 3 ranks, or that waits for a shard before issuing the product of the one before it.
 
 Run them with `grade exercise 07`. Your schedule is built on one rank and sent back as plain data; these
 checks simulate and cost it with coursekit.schedules, as you can yourself. More checks run at submission:
-other shapes (1x4, 4x1, 3x2, 2x3, ...), the documented steps round by round, and real runs on 8 ranks.
+other shapes (1x4, 4x1, 3x2, 2x3, ...), costs against the bound, real runs on 8 ranks, and the fused
+product on 4 and 8 ranks and in sub-groups of 3 and 5.
 """
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -67,3 +72,43 @@ def test_allreduce_for_real_2x2(world: World) -> None:
     )
     for res in results:
         assert_equal(res.value, sum(inputs), rank=res.rank, world_size=4, what="buffer after the all-reduce")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 07.fused_allgather_matmul on 3 ranks: the product, and the order of your calls
+#
+# rank_programs.fused runs your function with a recording `mm` and records every message you post and every
+# receive you wait for; rank_programs.overlap_problems reads that order on each rank (read it: it is the
+# contract). At submission: 4 and 8 ranks, seeded shapes, and sub-groups of 3 and 5 ranks.
+
+_spec = importlib.util.spec_from_file_location("rank_programs_07", Path(__file__).parent / "rank_programs.py")
+programs = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(programs)  # type: ignore[union-attr]
+
+
+def run_fused(world: World, seed: int) -> list:
+    cfg = {"seed": seed, "m": 2, "k": 3, "n": 2}
+    return world.run("rank_programs:fused", inputs=cfg, forbid=["all_gather", "all_gather_into_tensor"])
+
+
+@pytest.mark.concept("fused_result")
+@pytest.mark.part("07.fused_allgather_matmul")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_fused_product_3(world: World) -> None:
+    x = torch.cat([programs.fused_shard(3, j, 2, 3) for j in range(world.size)])  # (p*m, k)
+    for res in run_fused(world, seed=3):
+        want = x @ programs.fused_weight(3, res.rank, 3, 2)  # (p*m, n): this rank's weight
+        assert_equal(
+            res.value["out"], want, rank=res.rank, world_size=world.size, what="Y = all_gather(x) @ w"
+        )
+
+
+@pytest.mark.concept("compute_before_next_wait")
+@pytest.mark.part("07.fused_allgather_matmul")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_fused_overlap_3(world: World) -> None:
+    for res in run_fused(world, seed=4):
+        problems = programs.overlap_problems(res.value["events"], res.rank, world.size)
+        # the submission suite checks the other rules of the contract ("in_flight", "forward") as well
+        for rule in ("budget", "overlap"):
+            assert not problems[rule], f"rank {res.rank}: {problems[rule][0]}"

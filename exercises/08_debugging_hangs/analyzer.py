@@ -23,18 +23,16 @@ def op_name(profiling_name: str) -> str:
 def find_mismatches(dumps: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each process group's FIRST bad collective. `dumps`: str(rank) -> that rank's dump (a JSON object).
 
-    Per group (named in the dumps' `pg_config`, members parsed from its "ranks" string): take each member's
-    collective entries of the group (skip `is_p2p` entries: a send/recv repeats the last collective_seq_id).
-    Start at the largest of the members' first recorded collective_seq_id (older entries may have left some
-    ring buffers; a member with no entry of the group at all counts as having reached nothing) and walk up
-    to the largest seq id any member reached. At each seq id k, in this order:
-      "missing": members with no entry k (they never got there);
-      "op":      members whose op (`op_name` of profiling_name) differs from the majority's;
-      "sizes":   members whose [input_sizes, output_sizes] differ from the majority's;
-      "dtypes":  members whose [input_dtypes, output_dtypes] differ from the majority's.
-    The majority value is the one most members hold; on a tie, the one the lowest such rank holds.
+    A group's members are the ranks its `pg_config` entry names. A group's collectives (not its sends and
+    receives) are numbered by `collective_seq_id`, the same way on every member. At collective k a member
+    disagrees when it has no entry for k (it never got there; a member with no collective entry of the group
+    at all got to none), or when its entry differs from the majority's in op (`op_name` of its
+    profiling_name), in sizes ([input_sizes, output_sizes]) or in dtypes ([input_dtypes, output_dtypes]).
+    The majority value is the one most members hold; on a tie, the one the lowest such rank holds. Seq ids
+    that some member's ring buffer no longer holds prove nothing: report nothing there.
     Return {pg_name: {"collective_seq_id": k, "op": majority op at k, "kind": ..., "ranks": sorted culprits,
-    "found": {str(rank): that rank's value}}} ("found" is {} for "missing"). Groups without a problem are left
-    out; {} when every collective matches.
+    "found": {str(rank): that rank's value}}} for the lowest k with a disagreement, where kind is the first
+    of "missing", "op", "sizes", "dtypes" that applies at k ("found" is {} for "missing"). Groups without a
+    problem are left out; {} when every collective matches.
     """
     raise NotImplementedError("TODO(08.flight_recorder): not implemented yet")

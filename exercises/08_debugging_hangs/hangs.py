@@ -75,6 +75,7 @@ def gather_uneven_hangs(x: torch.Tensor) -> torch.Tensor:
 def gather_uneven(x: torch.Tensor) -> torch.Tensor:
     """The concatenation of every rank's x (n_r elements, n_r >= 0, different on each rank), in rank order.
 
-    Use dist.all_gather only, twice: once for the lengths, once for the data padded to the longest.
+    Collectives only, and at most two of them, each dist.all_gather or dist.all_gather_into_tensor; no
+    send/recv and no *_object collective. The result keeps x's dtype.
     """
     raise NotImplementedError("TODO(08.uneven_gather): not implemented yet")

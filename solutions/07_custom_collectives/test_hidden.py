@@ -6,13 +6,21 @@ H100 nodes, or that the simulator accepts but that go wrong when run for real ov
 gloo ranks.
 
 The judge simulates every schedule with coursekit.schedules (symbolic buffers: which ranks each chunk sums),
-costs it with the alpha-beta port model on coursekit.schedules.H100_2X4 and on other shapes with the same
-links, where it may cost no more than the documented schedule. It is never compared step by step with the
+on the shipped shapes and on three drawn here from a seed, counts the chunks each GPU moves across nodes
+against the stub's budget (one per round, n-1 or 2(n-1) in all), and costs it with the alpha-beta port
+model on coursekit.schedules.H100_2X4 and on other shapes with the same links, where it may cost no more
+than the documented schedule. It is never compared step by step with the
 reference: a ring walked the other way or another rotation of the chunks is just as correct and just as fast.
 Real runs use integer tensors and exact comparisons.
 """
 
 from __future__ import annotations
+
+import importlib.util
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -30,7 +38,9 @@ from coursekit.schedules import (
 )
 from grader.harness import World, assert_equal
 
-SHAPES = [(2, 4), (1, 4), (4, 1), (2, 2), (3, 2), (2, 3), (4, 2)]  # (nodes, gpus_per_node)
+_RNG = random.Random(2030)  # three more shapes, drawn here and never shipped: 1..5 nodes of 1..5 GPUs
+SHAPES = [(2, 4), (1, 4), (4, 1), (2, 2), (3, 2), (2, 3), (4, 2)]
+SHAPES += [(_RNG.randint(1, 5), _RNG.randint(1, 5)) for _ in range(3)]  # (nodes, gpus_per_node)
 SIZES = [1e3, 1e6, 2**30]  # bytes: latency-bound, middle, bandwidth-bound
 
 
@@ -66,6 +76,30 @@ def no_costlier(got: Schedule, want: Schedule, n: int, g: int, what: str) -> Non
         )
 
 
+def network_load(s: Schedule, g: int) -> tuple[int, int]:
+    """(most chunks one GPU sends or receives across nodes in a round, most in the whole schedule)."""
+    worst_round, total = 0, Counter()
+    for rnd in s.rounds:
+        load = Counter()
+        for step in rnd:
+            if step.src // g != step.dst // g:  # rank = node * g + local
+                load[step.src, "sends"] += 1
+                load[step.dst, "receives"] += 1
+        worst_round = max(worst_round, max(load.values(), default=0))
+        total.update(load)
+    return worst_round, max(total.values(), default=0)
+
+
+def within_network_budget(s: Schedule, n: int, g: int, most: int, what: str) -> None:
+    """The stub's budget: one chunk per GPU per round across nodes, `most` in all."""
+    per_round, overall = network_load(s, g)
+    assert per_round <= 1, (
+        f"{what}: a GPU moves {per_round} chunks across nodes in one round; the budget is one per round "
+        "(the NIC is the slow link: give every NIC one chunk per round, and all of them at once)"
+    )
+    assert overall <= most, f"{what}: a GPU moves {overall} chunks across nodes in all; the budget is {most}"
+
+
 def run_for_real(world: World, function: str, nodes: int, gpus: int, inputs: list[torch.Tensor]) -> list:
     kwargs = {"nodes": nodes, "gpus_per_node": gpus}
     inputs = [{"function": function, "kwargs": kwargs, "tensor": x} for x in inputs]
@@ -98,6 +132,16 @@ def test_allgather_no_costlier_than_documented(world: World, reference) -> None:
         got = build(world, "hierarchical_allgather", n, g)
         correct(got, f"hierarchical_allgather({n}, {g})")
         no_costlier(got, ref.hierarchical_allgather(n, g), n, g, f"hierarchical_allgather({n}, {g})")
+
+
+@pytest.mark.concept("inter_node_first")
+@pytest.mark.part("07.hierarchical_allgather")
+@pytest.mark.parametrize("world", [1], indirect=True)
+def test_allgather_network_budget(world: World) -> None:
+    for n, g in SHAPES:
+        s = build(world, "hierarchical_allgather", n, g)
+        correct(s, f"hierarchical_allgather({n}, {g})")
+        within_network_budget(s, n, g, n - 1, f"hierarchical_allgather({n}, {g})")
 
 
 @pytest.mark.concept("inter_node_first")
@@ -167,6 +211,16 @@ def test_allreduce_no_costlier_than_documented(world: World, reference) -> None:
 @pytest.mark.concept("one_gth_across_nodes")
 @pytest.mark.part("07.hierarchical_allreduce")
 @pytest.mark.parametrize("world", [1], indirect=True)
+def test_allreduce_network_budget(world: World) -> None:
+    for n, g in SHAPES:
+        s = build(world, "hierarchical_allreduce", n, g)
+        correct(s, f"hierarchical_allreduce({n}, {g})")
+        within_network_budget(s, n, g, 2 * (n - 1), f"hierarchical_allreduce({n}, {g})")
+
+
+@pytest.mark.concept("one_gth_across_nodes")
+@pytest.mark.part("07.hierarchical_allreduce")
+@pytest.mark.parametrize("world", [1], indirect=True)
 def test_allreduce_beats_flat_ring_on_h100_2x4(world: World) -> None:
     # The flat ring pays the NIC's alpha and bandwidth in all 14 rounds (rounds 3->4 and 7->0 cross nodes);
     # the hierarchical schedule crosses nodes in 2 rounds with 1/8 of the data each. About 4x faster here.
@@ -200,3 +254,103 @@ def test_allreduce_for_real_on_4_nodes_of_1(world: World) -> None:
     inputs = [torch.arange(9, dtype=torch.int32) * (r + 1) for r in range(4)]
     for res in run_for_real(world, "hierarchical_allreduce", 4, 1, [x.clone() for x in inputs]):
         assert_equal(res.value, sum(inputs), rank=res.rank, world_size=4, what="buffer after the all-reduce")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 07.fused_allgather_matmul: the product, and the order of messages, waits and products each rank issued
+#
+# The shapes and data come from seeds here, in the judge (the rank programs rebuild the same shards from the
+# seed). Every concept is checked on the world group at every world size, and at 8 ranks also inside two
+# sub-groups of unequal size (ranks 0, 3, 5 and 1, 2, 4, 6, 7: 3 and 5, neither a power of two, with
+# strided global ranks). Any correct schedule passes: a ring either way, a bidirectional ring, every rank
+# sending its shard to all the others at once; what counts is the order of the calls on each rank.
+
+_PROGRAMS = Path(__file__).resolve().parents[2] / "exercises" / "07_custom_collectives" / "rank_programs.py"
+_spec = importlib.util.spec_from_file_location("rank_programs_07", _PROGRAMS)
+programs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(programs)
+
+SPLIT_8 = [[0, 3, 5], [1, 2, 4, 6, 7]]
+Run = tuple[int, int, dict[str, Any], int, dict[str, Any]]  # group rank, group size, config, rank, value
+
+
+def fused_configs(p: int) -> list[dict[str, Any]]:
+    """Seeded shapes: the world group, and at 8 ranks the two sub-groups of SPLIT_8 as well."""
+    rng = random.Random(700 + p)
+    shape = {"m": rng.randint(1, 3), "k": rng.randint(1, 4), "n": rng.randint(1, 3)}
+    configs = [{"seed": 70 + p, **shape, "dtype": "float64", "split": None}]
+    if p == 8:
+        configs.append({"seed": 78, "m": 2, "k": 3, "n": 2, "dtype": "float32", "split": SPLIT_8})
+    return configs
+
+
+def fused_runs(world: World, request: pytest.FixtureRequest) -> list[Run]:
+    """Every rank's run of every config at this world size, made once per grading run (the cache lives on
+    the pytest session, so a later grading of another submission in the same process starts afresh)."""
+    cache = request.session.__dict__.setdefault("_fused_runs_07", {})
+    if world.size not in cache:
+        runs = []
+        for cfg in fused_configs(world.size):
+            results = world.run("rank_programs:fused", inputs=cfg, forbid=list(COLLECTIVES_07))
+            groups = cfg["split"] or [list(range(world.size))]
+            for res in results:
+                [members] = [g for g in groups if res.rank in g]
+                assert isinstance(res.value, dict), (
+                    f"rank {res.rank}: the rank program returned {res.value!r}"
+                )
+                runs.append((members.index(res.rank), len(members), cfg, res.rank, res.value))
+        cache[world.size] = runs
+    return cache[world.size]
+
+
+COLLECTIVES_07 = ("all_gather", "all_gather_into_tensor", "broadcast", "all_reduce", "all_to_all",
+                  "all_to_all_single", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
+                  "all_gather_object", "broadcast_object_list")  # fmt: skip
+
+
+def expected_product(cfg: dict[str, Any], rank: int, p: int) -> torch.Tensor:
+    x = torch.cat([programs.fused_shard(cfg["seed"], j, cfg["m"], cfg["k"], cfg["dtype"]) for j in range(p)])
+    return x @ programs.fused_weight(cfg["seed"], rank, cfg["k"], cfg["n"], cfg["dtype"])
+
+
+def check_order(world: World, request: pytest.FixtureRequest, concept: str) -> None:
+    for me, p, cfg, rank, value in fused_runs(world, request):
+        where = f"rank {rank} ({'group rank ' + str(me) + ' of ' + str(p) if cfg['split'] else 'world'})"
+        problems = programs.overlap_problems(value["events"], me, p)
+        assert not problems["budget"] or concept == "budget", (
+            f"{where}: {problems['budget'][0]}; the order of the calls cannot be judged"
+        )
+        assert not problems[concept], f"{where}: {problems[concept][0]} (events: {value['events']})"
+
+
+@pytest.mark.concept("fused_result")
+@pytest.mark.part("07.fused_allgather_matmul")
+def test_fused_product(world: World, request: pytest.FixtureRequest) -> None:
+    for me, p, cfg, rank, value in fused_runs(world, request):
+        got, want = value["out"], expected_product(cfg, rank, p)
+        assert isinstance(got, torch.Tensor), f"rank {rank} returned {type(got).__name__}, not a tensor"
+        assert_equal(got, want, rank=rank, world_size=world.size, what=f"Y on group rank {me} of {p}")
+
+
+@pytest.mark.concept("one_step_per_shard")
+@pytest.mark.part("07.fused_allgather_matmul")
+def test_fused_one_shard_per_step(world: World, request: pytest.FixtureRequest) -> None:
+    check_order(world, request, "budget")
+
+
+@pytest.mark.concept("compute_before_next_wait")
+@pytest.mark.part("07.fused_allgather_matmul")
+def test_fused_product_issued_before_next_wait(world: World, request: pytest.FixtureRequest) -> None:
+    check_order(world, request, "overlap")
+
+
+@pytest.mark.concept("next_shard_in_flight")
+@pytest.mark.part("07.fused_allgather_matmul")
+def test_fused_next_shard_in_flight(world: World, request: pytest.FixtureRequest) -> None:
+    check_order(world, request, "in_flight")
+
+
+@pytest.mark.concept("forward_before_compute")
+@pytest.mark.part("07.fused_allgather_matmul")
+def test_fused_forward_before_compute(world: World, request: pytest.FixtureRequest) -> None:
+    check_order(world, request, "forward")

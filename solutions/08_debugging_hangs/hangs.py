@@ -35,9 +35,10 @@ def halo_stencil(x: torch.Tensor) -> torch.Tensor:
     the left. Send/recv only (isend/irecv allowed); no collective.
     """
     ### BEGIN SOLUTION 08.halo_exchange
-    p, r = dist.get_world_size(), dist.get_rank()
-    left, right = (r - 1) % p, (r + 1) % p
-    halo_left, halo_right = torch.empty_like(x[:1]), torch.empty_like(x[:1])
+    r, p = dist.get_rank(), dist.get_world_size()
+    right, left = (r + 1) % p, (r - 1) % p
+    halo_left = torch.empty_like(x[:1])  # (1,): the left neighbour's last element
+    halo_right = torch.empty_like(halo_left)  # (1,): the right neighbour's first element
     # Every rank sends first, so the sends must not block: post them, then receive, then wait. The tags
     # keep the two messages apart when left == right (p = 2): tag 0 travels rightwards, tag 1 leftwards.
     sends = [dist.isend(x[-1:].clone(), right, tag=0), dist.isend(x[:1].clone(), left, tag=1)]
@@ -45,8 +46,8 @@ def halo_stencil(x: torch.Tensor) -> torch.Tensor:
     dist.recv(halo_right, right, tag=1)  # the right neighbour's first element
     for request in sends:
         request.wait()
-    padded = torch.cat([halo_left, x, halo_right])  # (n_r + 2,)
-    return padded[:-2] + padded[1:-1] + padded[2:]  # (n_r,)
+    y = torch.cat([halo_left, x, halo_right])  # (n_r + 2,): x with one halo element on each side
+    return y[:-2] + y[1:-1] + y[2:]  # (n_r,)
     ### END SOLUTION
 
 
@@ -98,7 +99,8 @@ def gather_uneven_hangs(x: torch.Tensor) -> torch.Tensor:
 def gather_uneven(x: torch.Tensor) -> torch.Tensor:
     """The concatenation of every rank's x (n_r elements, n_r >= 0, different on each rank), in rank order.
 
-    Use dist.all_gather only, twice: once for the lengths, once for the data padded to the longest.
+    Collectives only, and at most two of them, each dist.all_gather or dist.all_gather_into_tensor; no
+    send/recv and no *_object collective. The result keeps x's dtype.
     """
     ### BEGIN SOLUTION 08.uneven_gather
     p = dist.get_world_size()
