@@ -7,10 +7,10 @@ its own copy (`op="copy"`) or adds it in (`op="reduce"`). Every rank's buffer ha
 when the round began (sends go out before anything arrives), as in MSCCLang's chunk-level programs
 (microsoft/msccl-tools, examples/mscclang/*.py: `chunk(rank, Buffer.input, index).copy(...)`, `.reduce(...)`).
 
-    from coursekit.schedules import H100_2X4, check, ring_allreduce, schedule_time
-    s = ring_allreduce(8)                 # 14 rounds: reduce-scatter then all-gather around a ring of 8
+    from coursekit.schedules import H100_2X4, Schedule, Step, check, schedule_time
+    s = Schedule("allreduce", 2, 1, [[Step(0, 1, 0, "reduce"), Step(1, 0, 0, "reduce")]])  # 2 ranks swap-add
     check(s)                              # raises ScheduleError unless every rank ends with the full sum
-    schedule_time(s, H100_2X4, 2**30)     # seconds for a 1 GiB buffer on two 4-GPU H100 nodes
+    schedule_time(s, H100_2X4, 2**30)     # seconds for a 1 GiB buffer on H100_2X4's links
 
 Simulation is symbolic: a chunk holds the sorted tuple of ranks whose input it sums, so (0, 1, 1) means rank
 1 was counted twice. `execute` runs the same schedule for real with isend/irecv on a process group.
@@ -256,23 +256,6 @@ def schedule_time(s: Schedule, topo: Topology, nbytes: float) -> float:
     if s.nranks != topo.nranks:
         raise ScheduleError(f"the schedule has {s.nranks} ranks, the topology {topo.nranks}")
     return sum(round_time(rnd, topo, nbytes / s.nchunks) for rnd in s.rounds)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# the flat ring: the worked example of the language, and the baseline custom schedules must beat
-
-
-def ring_allgather(p: int) -> Schedule:
-    """p-1 rounds: at round s rank r forwards chunk (r - s) % p to (r + 1) % p."""
-    rounds = [[Step(r, (r + 1) % p, (r - s) % p, "copy") for r in range(p)] for s in range(p - 1)]
-    return Schedule("allgather", p, p, rounds)
-
-
-def ring_allreduce(p: int) -> Schedule:
-    """2(p-1) rounds: a reduce-scatter (rank r ends owning chunk (r+1) % p), then an all-gather."""
-    reduce_scatter = [[Step(r, (r + 1) % p, (r - s) % p, "reduce") for r in range(p)] for s in range(p - 1)]
-    all_gather = [[Step(r, (r + 1) % p, (r + 1 - s) % p, "copy") for r in range(p)] for s in range(p - 1)]
-    return Schedule("allreduce", p, p, reduce_scatter + all_gather)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -276,6 +276,9 @@ def test_a_batch_report_names_the_missed_concept_the_planted_test_a_hang_a_crash
     assert [row[0] for row in late[1:]] == ["latecomer"]
 
 
+PLANTED_IDEA = "Planted for the report test: it grades the reference choice of an isend first."
+
+
 def _plant_a_test_of_the_references_choice(course: Course) -> None:
     """A broken test: it grades the reference's choice (its first call is an isend), not a property."""
     exercise = course.find("toy")
@@ -294,7 +297,7 @@ def test_planted_first_call_is_isend(world: World) -> None:
     concepts = course.exercise_dir(exercise) / "concepts.yml"
     concepts.write_text(
         concepts.read_text().replace(
-            "allreduce:\n", "allreduce:\n  first_isend: {weight: 1, idea: 'Planted for the report test: it grades the reference choice of an isend first.'}\n", 1
+            "allreduce:\n", f"allreduce:\n  first_isend: {{weight: 1, idea: '{PLANTED_IDEA}'}}\n", 1
         )
     )
 

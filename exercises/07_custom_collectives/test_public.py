@@ -22,10 +22,12 @@ from coursekit.schedules import (
     ScheduleError,
     check,
     from_data,
-    ring_allreduce,
     schedule_time,
 )
 from grader.harness import World, assert_equal
+
+FLAT_RING_ALLREDUCE_S = {1e3: 196.035e-6, 2**30: 37.77696384e-3}
+"""Exercise 02's flat ring all-reduce on the 8 GPUs of H100_2X4, as `schedule_time` prices it (README)."""
 
 
 def build(world: World, function: str, nodes: int, gpus: int) -> Schedule:
@@ -54,7 +56,7 @@ def test_allreduce_2x4_beats_the_ring(world: World) -> None:
     s = build(world, "hierarchical_allreduce", 2, 4)
     assert len(s.rounds) == 2 * 3 + 2 * 1, f"{len(s.rounds)} rounds; 2(g-1) + 2(n-1) = 8 for 2 nodes x 4 GPUs"
     for nbytes in (1e3, 2**30):
-        t, ring = schedule_time(s, H100_2X4, nbytes), schedule_time(ring_allreduce(8), H100_2X4, nbytes)
+        t, ring = schedule_time(s, H100_2X4, nbytes), FLAT_RING_ALLREDUCE_S[nbytes]
         assert t < ring, f"{nbytes:.0f} B: {t * 1e6:.1f} us, the flat ring takes {ring * 1e6:.1f} us"
 
 
