@@ -83,7 +83,7 @@ def test_8b_compute_at_40_percent_mfu(world: World) -> None:
 
 
 @pytest.mark.part("21.plan")
-@pytest.mark.concept("plan_fits")
+@pytest.mark.concept("good_plan")
 def test_8b_on_8_h100s(world: World) -> None:
     got = run(world, "planner", "plan", MODELS["llama3_8b"], Cluster("dgx_h100", 1), 1024, 4096)
     assert isinstance(got, dict) and got.get("feasible") is True, f"plan returned {got!r}"
@@ -94,7 +94,7 @@ def test_8b_on_8_h100s(world: World) -> None:
 
 
 @pytest.mark.part("21.plan")
-@pytest.mark.concept("plan_fits")
+@pytest.mark.concept("good_plan")
 def test_deepseek_v3_does_not_fit_one_node(world: World) -> None:
     got = run(world, "planner", "plan", MODELS["deepseek_v3"], Cluster("dgx_h100", 1), 256, 4096)
     assert got == {"feasible": False, "reasons": {"fit": "memory"}}, f"plan returned {got!r}"

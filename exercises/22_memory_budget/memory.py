@@ -1,9 +1,8 @@
 """Memory budget: count every byte a GPU holds while it trains or serves a transformer.
 
-Model states of mixed-precision Adam: 2Ψ bf16 weights + 2Ψ bf16 grads + KΨ (fp32 master, m, v; K = 12);
-ZeRO stage 1/2/3 shards optimizer / +grads / +weights over N_d ranks (Rajbhandari et al. 2020, 1910.02054).
-Activations per layer: sbh(34 + 5as/h) bytes, then /t with TP+SP (Korthikanti et al. 2022, arXiv 2205.05198).
-KV cache: 2 (K and V) x layers x kv_heads x head_dim x tokens x bytes. Check: `grade exercise 22`.
+Parameters from a config; model states of mixed-precision Adam under ZeRO (Rajbhandari et al. 2020, arXiv
+1910.02054); activations kept for backward (Korthikanti et al. 2022, arXiv 2205.05198); the KV cache of
+inference (GQA; MLA, DeepSeek-V2, arXiv 2405.04434). Check: `grade exercise 22`.
 Symbols: Ψ parameters, N_d data-parallel degree, s sequence, b micro-batch, h hidden, a heads, t TP degree.
 Every function returns a number of parameters or of BYTES: never GB (1e9 B) or GiB (2**30 B).
 """
@@ -79,39 +78,40 @@ DEEPSEEK_V3 = DeepSeekV3Config(
 
 
 def swiglu_mlp_params(dim: int, ffn_dim: int) -> int:
-    """Weights of one SwiGLU MLP, w2(silu(w1 x) * w3 x): w1, w3 map dim -> ffn_dim, w2 ffn_dim -> dim."""
+    """Weights of one SwiGLU MLP (Shazeer 2020, arXiv 2002.05202) that maps dim -> dim through an
+    inner width of ffn_dim, as Llama builds it. No biases."""
     raise NotImplementedError("TODO(22.parameters): not implemented yet")
 
 
 def gqa_attention_params(cfg: LlamaConfig) -> int:
-    """Weights of one grouped-query attention block: wq (dim -> n_heads*head_dim), wk and wv
-    (dim -> n_kv_heads*head_dim each), wo (n_heads*head_dim -> dim). No biases."""
+    """Weights of one grouped-query attention block as Llama builds it: cfg.n_heads query heads and
+    cfg.n_kv_heads key/value heads, each cfg.head_dim wide, and the output projection back to cfg.dim. No
+    biases."""
     raise NotImplementedError("TODO(22.parameters): not implemented yet")
 
 
 def llama_params(cfg: LlamaConfig) -> int:
-    """Every weight of a Llama model: the token embedding (vocab x dim); per layer one attention block, one
-    SwiGLU MLP and two RMSNorm weight vectors (dim each); a final RMSNorm (dim); the output head
-    (dim -> vocab), which adds nothing when cfg.tie_embeddings."""
+    """Every weight of a Llama model as torchtitan's llama3 model builds it: the token embedding,
+    every layer (attention, SwiGLU MLP and the layer's RMSNorm weights), the final RMSNorm and the output
+    head, which is the embedding itself when cfg.tie_embeddings."""
     raise NotImplementedError("TODO(22.parameters): not implemented yet")
 
 
 def mla_attention_params(cfg: DeepSeekV3Config) -> int:
-    """Weights of one multi-head latent attention block, as DeepSeek-V3's modeling_deepseek.py builds it:
-    q_a (dim -> q_lora_rank), q_a_norm (q_lora_rank), q_b (q_lora_rank -> n_heads*(qk_nope + qk_rope)),
-    kv_a (dim -> kv_lora_rank + qk_rope), kv_a_norm (kv_lora_rank),
-    kv_b (kv_lora_rank -> n_heads*(qk_nope + v_head_dim)), o (n_heads*v_head_dim -> dim). No biases."""
+    """Weights of one multi-head latent attention block, norms included, as DeepSeek-V3's
+    modeling_deepseek.py builds it (DeepseekV3Attention with q_lora_rank set; DeepSeek-V2 §2.1). No
+    biases."""
     raise NotImplementedError("TODO(22.parameters): not implemented yet")
 
 
 def deepseek_v3_params(cfg: DeepSeekV3Config) -> dict[str, int]:
-    """Weights of the main model, the multi-token-prediction module excluded: {"total": ..., "active": ...}.
+    """Weights of the main model, the multi-token-prediction module excluded: {"total": ...,
+    "active": ...}, as DeepSeek-V3's modeling_deepseek.py builds it from the config: the first n_dense_layers
+    layers with a dense SwiGLU MLP (dense_ffn_dim), every later one an MoE whose router has a weight and a
+    bias (e_score_correction_bias), with shared and routed SwiGLU experts (moe_ffn_dim); embeddings, final
+    RMSNorm and output head as for Llama.
 
-    total: embedding, output head (unless tied), final RMSNorm (dim), and per layer: MLA, two RMSNorms (dim
-    each), then a dense SwiGLU MLP (dense_ffn_dim) in the first n_dense_layers layers, else an MoE: router
-    weight (n_routed_experts x dim) + router bias (n_routed_experts), n_shared_experts + n_routed_experts
-    SwiGLU experts (moe_ffn_dim). active: what one token's forward pass reads, i.e. the same minus the routed
-    experts it was not sent to.
+    total: every stored weight. active: the weights one token's forward pass reads.
     """
     raise NotImplementedError("TODO(22.parameters): not implemented yet")
 
@@ -125,10 +125,11 @@ def training_state_bytes(
 ) -> dict[str, float]:
     """Bytes per GPU of mixed-precision Adam's model states: {"params", "grads", "optimizer", "total"}.
 
-    params: bf16 weights, 2 B each; grads: bf16 gradients, 2 B each; optimizer: fp32 master weights + Adam
-    momentum + Adam variance, 4 + 4 + 4 B each. Tensor and pipeline parallelism first split the model evenly
-    over tp_degree * pp_degree GPUs. ZeRO then shards over the dp_degree data-parallel ranks: stage 0 (plain
-    DDP) nothing, stage 1 the optimizer state, stage 2 also the gradients, stage 3 also the weights.
+    params: the bf16 weights; grads: the bf16 gradients; optimizer: the fp32 master weights and Adam's two
+    fp32 moments (ZeRO §3.1). The model is split evenly by tensor and pipeline parallelism over
+    tp_degree x pp_degree GPUs, then ZeRO stage `zero_stage` (0: plain DDP; 1, 2, 3: ZeRO §5) acts over the
+    dp_degree data-parallel ranks. Floats: a shard need not be a whole byte count. ValueError for a stage
+    outside 0-3.
     """
     raise NotImplementedError("TODO(22.training_state): not implemented yet")
 
@@ -147,12 +148,13 @@ def activation_bytes_per_layer(
     sequence_parallel: bool = False,
     recompute: str = "none",
 ) -> float:
-    """Bytes of activations one transformer layer keeps for backward, per GPU (Korthikanti et al. 2022).
+    """Bytes of activations one transformer layer keeps for backward, per GPU, as Korthikanti et
+    al. 2022 count them for a GPT-style layer (16-bit activations, 1-byte dropout masks, multi-head
+    attention, a 4h MLP).
 
-    A GPT-style layer: 16-bit activations, 1-byte dropout masks, multi-head attention, a 4h MLP. recompute is
-    "none", "selective" (attention's softmax and dropout internals are recomputed in backward) or "full" (only
-    the layer input is kept). sequence_parallel shards the LayerNorm/dropout regions along the sequence; it
-    changes nothing when tp_degree is 1.
+    recompute: "none", "selective" (their §5: attention's score-sized tensors are recomputed in backward) or
+    "full" (each layer's input is all that is kept). sequence_parallel: their §4.2.2, on top of tp_degree-way
+    tensor parallelism (§4.2.1). ValueError for any other recompute.
     """
     raise NotImplementedError("TODO(22.activations): not implemented yet")
 
@@ -164,16 +166,14 @@ def activation_bytes_per_layer(
 def kv_cache_bytes(
     cfg: LlamaConfig, *, seq_len: int, batch: int, bytes_per_elem: int = 2, tp_degree: int = 1
 ) -> int:
-    """Bytes of K and V cached for `batch` sequences of `seq_len` tokens, per GPU.
-
-    Every layer caches one key and one value vector of head_dim per KV head per token. Tensor parallelism
-    splits the KV heads over tp_degree GPUs; when tp_degree > n_kv_heads each GPU still holds one whole head
-    (a replica).
+    """Bytes of keys and values cached for `batch` sequences of `seq_len` tokens, per GPU, with
+    `bytes_per_elem` per element, when tp_degree-way tensor parallelism splits the KV heads as vLLM's
+    LlamaAttention does. ValueError unless tp_degree divides cfg.n_kv_heads or is a multiple of it.
     """
     raise NotImplementedError("TODO(22.kv_cache): not implemented yet")
 
 
 def mla_kv_cache_bytes(cfg: DeepSeekV3Config, *, seq_len: int, batch: int, bytes_per_elem: int = 2) -> int:
-    """Bytes MLA caches for `batch` sequences of `seq_len` tokens: per layer and token, the compressed K/V
-    latent (kv_lora_rank) and the decoupled RoPE key (qk_rope_head_dim), both shared by all heads."""
+    """Bytes MLA caches for `batch` sequences of `seq_len` tokens, with `bytes_per_elem` per
+    element (DeepSeek-V2, arXiv 2405.04434, §2.1.3-2.1.4, Table 1)."""
     raise NotImplementedError("TODO(22.kv_cache): not implemented yet")

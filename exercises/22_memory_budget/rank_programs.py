@@ -21,3 +21,16 @@ def with_config(
     memory = ctx.submission("memory")
     cfg = getattr(memory, config_class)(**config)
     return getattr(memory, function)(cfg, **(kwargs or {}))
+
+
+def call_many(ctx: Any, *, calls: list[dict[str, Any]]) -> list[Any]:
+    """[memory.<function>(*args, **kwargs) for each call], a config dict (with its "config_class") rebuilt as
+    the submission's own dataclass and passed first: one round trip for many generated cases."""
+    memory = ctx.submission("memory")
+    out = []
+    for c in calls:
+        args = list(c.get("args", []))
+        if "config" in c:
+            args.insert(0, getattr(memory, c["config_class"])(**c["config"]))
+        out.append(getattr(memory, c["function"])(*args, **c.get("kwargs", {})))
+    return out

@@ -1,12 +1,10 @@
-"""What one collective costs on a real cluster: NCCL's latency model on top of the bandwidth of each link.
+"""What one collective costs on a real cluster: a bandwidth term plus NCCL's own latency model.
 
-time = latency + bandwidth term. The bandwidth term is coursekit.cluster's: a hierarchical collective whose
-slowest level sets the pace, bytes x max_i (D_i - 1)/(D_i W_i) (jax-ml/scaling-book gpus.md; exercise 16).
-The latency term is NCCL's own cost model for a ring (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel):
-    base + (nsteps - nInterSteps) x intraLat + nInterSteps x interLat
-with nsteps = 2(n-1) for all-reduce, n-1 for all-gather and reduce-scatter, and nInterSteps the steps that
-cross between nodes: 2(nodes-1) and nodes-1. Check: `grade exercise 23`.
-Units: bytes, seconds, GB/s with GB = 1e9 bytes. n = ranks in the group, nodes = nodes it spans.
+The bandwidth term is coursekit.cluster's hierarchical, bandwidth-only time (jax-ml/scaling-book gpus.md;
+exercise 16). The latency term is the cost model NCCL uses to pick its algorithms, for the Ring algorithm and
+the Simple protocol (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel; README, "Latency"), with the
+constants below. Check: `grade exercise 23`.
+Units: bytes, seconds, GB/s with GB = 1e9 bytes, per direction. n = ranks in the group.
 """
 
 from __future__ import annotations
@@ -24,15 +22,6 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 BASE_LATENCY_S = 8.4e-6
 HW_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 14.0e-6}
 
-# nccl-tests doc/PERFORMANCE.md: busbw = algbw x factor, the factor that makes busbw comparable to the
-# hardware's per-GPU bandwidth whatever the collective (ground-truth.md §1)
-BUSBW_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-}
-
 
 def _check(op: str) -> None:
     if op not in OPS:
@@ -44,12 +33,12 @@ def _check(op: str) -> None:
 
 
 def latency_s(op: str, cluster: Cluster, size: int, stride: int) -> float:
-    """NCCL's modelled latency of collective `op` over the group of `size` ranks `stride` apart.
-
-    all_reduce, all_gather, reduce_scatter: the ring formula above, intraLat = the NVLink latency if the
-    group has NVLink peers, else the PCIe one; interLat = the network latency. all_to_all: NCCL posts every
-    send of an all-to-all at once, so it pays one step: base + the hardware latency of the slowest level
-    crossed (this one is a course choice: tuning.cc has no all-to-all model). One rank: 0."""
+    """NCCL's modelled latency, in seconds, of collective `op` over the group of `size` ranks `stride`
+    apart (the links of cluster.levels(size, stride)).
+    all_reduce, all_gather, reduce_scatter: tuning.cc's ring latency with the Simple protocol; a step inside
+    a node costs the NVLink latency if the group has NVLink peers, else the PCIe one, and a step between
+    nodes the network latency. all_to_all: the course's rule in the README (tuning.cc has no all-to-all
+    model). A group of one rank: 0. ValueError for an op not in OPS."""
     raise NotImplementedError("TODO(23.collectives): not implemented yet")
 
 
@@ -69,8 +58,9 @@ def send_s(nbytes: float, cluster: Cluster, stride: int, latency: bool = True) -
 
 
 def bus_bandwidth_gb_s(op: str, nbytes: float, cluster: Cluster, size: int, stride: int) -> float:
-    """The bus bandwidth nccl-tests would print for this collective if it took collective_s (latency
-    included): algbw = nbytes / time in GB/s, times the collective's factor for `size` ranks."""
+    """The bus bandwidth, in GB/s, that nccl-tests would print for this collective if it took
+    collective_s (latency included): nccl-tests doc/PERFORMANCE.md, "busbw", the figure comparable to one
+    GPU's link speed whatever the collective and the group size."""
     raise NotImplementedError("TODO(23.collectives): not implemented yet")
 
 

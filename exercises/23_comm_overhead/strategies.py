@@ -1,12 +1,10 @@
 """Communication per training step, strategy by strategy, and what is left exposed after overlap.
 
-DP: one all-reduce of the gradients per step, in buckets launched as backward produces them, so all but the
-    tail hides behind backward (PyTorch DDP, Li et al. 2020, arXiv 2006.15704, §3.2).
-TP: 4 all-reduces of the (s, b, h) activations per layer and micro-batch, 2 forward + 2 backward (Megatron-LM
-    mappings.py), on the critical path: nothing hides them.
-PP: one activation forward and one gradient backward per micro-batch and stage boundary; the step waits for
-    the (m + p - 2) hops on the critical path each way (jax-ml/scaling-book gpus.md, "Pipeline Parallelism").
-EP: dispatch + combine all-to-alls per MoE layer and micro-batch, forward and backward (DeepEP README).
+DP: DDP's bucketed gradient all-reduce, launched while backward runs (Li et al. 2020, arXiv 2006.15704, §3.2).
+TP: Megatron-LM's collectives inside every layer (megatron/core/tensor_parallel/mappings.py).
+PP: activations forward and gradients backward between neighbouring stages (jax-ml/scaling-book gpus.md,
+    "Pipeline Parallelism").
+EP: token dispatch and combine all-to-alls around every MoE layer (DeepEP README).
 Check: `grade exercise 23`. Symbols: s seq_len, b micro_batch, h dim, m micro-batches, p pipeline stages.
 """
 
@@ -32,8 +30,8 @@ def bucket_sizes(grad_bytes: float, bucket_bytes: float) -> list[float]:
 
 
 def bucket_ready_s(sizes: list[float], backward_s: float) -> list[float]:
-    """When each bucket's gradients are all computed: backward produces gradient bytes at a steady rate over
-    `backward_s`, so bucket i is ready at backward_s x (bytes of buckets 0..i) / (all bytes)."""
+    """When each bucket's gradients are all computed, in seconds from the start of backward. Backward
+    produces gradient bytes at a steady rate over `backward_s`, in the bucket order given."""
     raise NotImplementedError("TODO(23.dp): not implemented yet")
 
 
@@ -55,9 +53,10 @@ def dp_allreduce(
 
 
 def dp_critical_tokens_per_gpu(cluster: Cluster, size: int, stride: int) -> float:
-    """Tokens per DP rank above which the gradient all-reduce fits under backward, bandwidth only: backward
-    costs 4 flops per parameter per token at cluster.peak_flops; the all-reduce moves 2 bytes per parameter
-    (scaling book gpus.md, "B/X > C/W_collective": about 2200 in a node, 2475 across nodes)."""
+    """Tokens per DP rank at which backward (at cluster.peak_flops) lasts exactly as long as the
+    bandwidth-only gradient all-reduce of bf16 gradients over the group (`size` ranks `stride` apart): above
+    it, the all-reduce can hide (jax-ml/scaling-book gpus.md, "B/X > C/W_collective"; Kaplan et al. 2020,
+    arXiv 2001.08361, §2.1, for the flops)."""
     raise NotImplementedError("TODO(23.dp): not implemented yet")
 
 
@@ -66,9 +65,10 @@ def dp_critical_tokens_per_gpu(cluster: Cluster, size: int, stride: int) -> floa
 
 
 def tp_collectives_per_layer(sequence_parallel: bool, recompute: str) -> dict[str, int]:
-    """Collectives one transformer layer issues per micro-batch over its TP group. Without SP: all-reduces,
-    2 forward (after attention, after the MLP) + 2 backward. With SP each becomes an all-gather before and a
-    reduce-scatter after the block. Full recomputation runs the forward again inside backward."""
+    """{collective name: how many} one transformer layer issues per micro-batch over its TP group
+    (Megatron-LM mappings.py, f and g): "all_reduce" without sequence parallelism; "all_gather" and
+    "reduce_scatter" with it (Korthikanti et al. 2022, §4.2.2). Forward, backward, and under
+    recompute == "full" the forward that backward runs again."""
     raise NotImplementedError("TODO(23.tp): not implemented yet")
 
 
@@ -76,9 +76,10 @@ def tp_step(
     seq_len: int, micro_batch: int, dim: int, layers: int, microbatches: int, cluster: Cluster, tp: int,
     sequence_parallel: bool = False, recompute: str = "none", latency: bool = True,
 ) -> dict[str, float]:  # fmt: skip
-    """TP communication of one GPU in one step: `layers` layers x `microbatches` micro-batches x the
-    collectives of tp_collectives_per_layer, each on the whole (s, b, h) bf16 activation, over the TP group
-    (tp consecutive ranks). {"message_bytes", "total_s", "exposed_s"}: all of it is exposed."""
+    """TP communication of one GPU in one step: every collective of tp_collectives_per_layer in each
+    of `layers` layers and `microbatches` micro-batches, over the TP group (tp consecutive ranks), on bf16
+    (seq_len, micro_batch, dim) activations. {"message_bytes": the bytes of one such collective's buffer,
+    "total_s", "exposed_s"}: nothing hides TP traffic in this model."""
     raise NotImplementedError("TODO(23.tp): not implemented yet")
 
 
@@ -90,9 +91,10 @@ def pp_step(
     seq_len: int, micro_batch: int, dim: int, pp: int, microbatches: int, cluster: Cluster, stride: int,
     latency: bool = True,
 ) -> dict[str, float]:  # fmt: skip
-    """Point-to-point traffic of a pipeline of `pp` stages `stride` ranks apart. One hop = one send_s of a
-    bf16 (s, b, h) tensor. total_s: what one middle stage sends (m activations + m gradients). exposed_s:
-    the hops on the step's critical path, (m + p - 2) forward and as many backward. One stage: zeros."""
+    """Point-to-point traffic of a pipeline of `pp` stages `stride` ranks apart, one hop being a
+    send_s of a bf16 (seq_len, micro_batch, dim) tensor. {"hop_bytes", "hop_s": one hop, "total_s": what one
+    middle stage sends in the step, "exposed_s": the hops on the step's critical path, forward and backward
+    (1F1B; scaling book, "Pipeline Parallelism")}. One stage sends nothing: zero seconds."""
     raise NotImplementedError("TODO(23.pp): not implemented yet")
 
 
@@ -101,8 +103,9 @@ def pp_step(
 
 
 def ep_dispatch_bytes(tokens: int, dim: int, top_k: int, bytes_per_elem: float) -> float:
-    """Bytes one GPU hands to a dispatch (or combine) all-to-all: each of its `tokens` goes to top_k experts
-    as a dim-wide vector. An upper bound: no de-duplication of experts on the same GPU or node."""
+    """Bytes one GPU hands to one dispatch (or combine) all-to-all: its `tokens` tokens, each routed
+    to its top_k experts, as dim-wide vectors of bytes_per_elem each. An upper bound: tokens going to
+    several experts on one GPU or node are not de-duplicated (DeepEP README)."""
     raise NotImplementedError("TODO(23.ep): not implemented yet")
 
 
@@ -111,8 +114,9 @@ def ep_step(
     stride: int, recompute: str = "none", dispatch_bytes: float = BF16, combine_bytes: float = BF16,
     latency: bool = True,
 ) -> dict[str, float]:  # fmt: skip
-    """All-to-alls of one GPU in one step over the EP group (`ep` ranks `stride` apart), `tokens` per
-    micro-batch: per MoE layer a dispatch and a combine forward, and their mirror images backward (the
-    combine's backward is a dispatch, in combine's precision, and vice versa); full recomputation repeats
-    the forward pair. {"total_s", "exposed_s"}: all exposed."""
+    """All-to-alls of one GPU in one step over the EP group (`ep` ranks `stride` apart), `tokens`
+    tokens per micro-batch: dispatch and combine around every MoE layer, in forward and in backward, and
+    again in the recomputed forward under recompute == "full" (DeepEP README). Dispatch sends
+    dispatch_bytes per element and combine combine_bytes; a backward pass reverses each one's direction.
+    {"total_s", "exposed_s"}: nothing hides them in this model."""
     raise NotImplementedError("TODO(23.ep): not implemented yet")

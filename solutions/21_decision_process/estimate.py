@@ -4,22 +4,16 @@ A plan is a dict: tp, pp, dp, ep, zero_stage (0-3), micro_batch_size, num_microb
 "selective", "full"). Global batch = dp x micro_batch_size x num_microbatches sequences of seq_len tokens.
 Ranks are laid out TP fastest, then DP, then PP (Megatron-LM's default order); EP groups are ep consecutive DP
 ranks. The busiest pipeline stage holds ceil(L/pp) of the L layers and sets both memory and time.
-Memory: ZeRO model states + Korthikanti activations (coursekit.budget, exercise 22). Time: compute at MFU, the
-pipeline bubble, and each strategy's communication that nothing hides, bandwidth only (coursekit.cluster;
-exercise 23 adds latency and buckets). Check: `grade exercise 21`.
+Memory: model states under ZeRO plus the activations kept for backward (the model of exercise 22's README).
+Time: compute at the assumed MFU, the pipeline bubble, and each strategy's communication that nothing hides,
+bandwidth only (coursekit.cluster; exercise 23 adds latency and buckets). Check: `grade exercise 21`.
 """
 
 from __future__ import annotations
 
 import math
 
-from coursekit.budget import (
-    MFU,
-    USABLE_MEMORY_FRACTION,
-    activation_bytes_per_layer,
-    train_flops,
-    training_state_bytes,
-)
+from coursekit.budget import MFU, USABLE_MEMORY_FRACTION
 from coursekit.cluster import Cluster, allgather_s, allreduce_s, alltoall_s, p2p_s
 from coursekit.models import ModelSpec
 
@@ -36,30 +30,45 @@ def stage_layers(model: ModelSpec, pp: int) -> int:
 
 
 def memory_per_gpu(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> dict:
-    """Bytes on one GPU of the busiest stage: {"params", "grads", "optimizer", "activations", "total",
-    "limit", "fits"}.
+    """Bytes on one GPU of the busiest pipeline stage: {"params", "grads", "optimizer", "activations",
+    "total", "limit", "fits"}.
 
-    Model states (training_state_bytes): the stage's share ceil(L/pp)/L of the dense parameters split by tp,
-    ZeRO-sharded over the dp DP ranks; plus that share of the routed experts split by tp x ep, ZeRO-sharded
-    over the dp/ep ranks that hold the same experts. Activations: activation_bytes_per_layer (sequence
-    parallelism on whenever tp > 1) x the stage's layers x the micro-batches it holds at once, min(pp, m)
-    under 1F1B (Korthikanti et al. 2022 §4.2.3: the first stage keeps p micro-batches in flight).
-    limit = USABLE_MEMORY_FRACTION x the GPU's memory; fits: total <= limit."""
+    params, grads, optimizer: the model states (bf16 weights, bf16 gradients, fp32 Adam state) of the layers
+    this GPU's stage holds, after tensor, pipeline and expert parallelism and the plan's ZeRO stage (ZeRO,
+    arXiv 1910.02054, §3.1 and §5). Dense parameters are replicated over the whole DP group; a routed expert
+    only over the DP ranks that hold that same expert. activations: what the stage keeps for backward at
+    its busiest moment under 1F1B, sequence parallelism on whenever tp > 1 (Korthikanti et al. 2022, arXiv
+    2205.05198, a GPT-style layer). limit: USABLE_MEMORY_FRACTION of cluster.memory_bytes. total: the sum of
+    the four; fits: total <= limit."""
     ### BEGIN SOLUTION 21.memory
-    tp, pp, dp, ep = plan["tp"], plan["pp"], plan["dp"], plan["ep"]
+    tp, pp, dp, ep, zero = plan["tp"], plan["pp"], plan["dp"], plan["ep"], plan["zero_stage"]
     layers = stage_layers(model, pp)
     share = layers / model.n_layers
-    dense = training_state_bytes(model.dense_params * share / tp, zero_stage=plan["zero_stage"], dp_degree=dp)
+
+    def states(psi: float, shards: int) -> dict[str, float]:
+        # ZeRO §3.1: 2 bf16 weights + 2 bf16 grads + K = 12 fp32 (master, m, v) bytes per parameter; §5:
+        # stage 1 shards the optimizer state over the DP ranks, stage 2 the grads too, stage 3 the weights too
+        return {
+            "params": 2 * psi / (shards if zero >= 3 else 1),
+            "grads": 2 * psi / (shards if zero >= 2 else 1),
+            "optimizer": 12 * psi / (shards if zero >= 1 else 1),
+        }
+
+    dense = states(model.dense_params * share / tp, dp)
     # each expert lives on dp/ep GPUs of the DP group (one per EP group): ZeRO shards it over those
-    experts = training_state_bytes(
-        model.expert_params * share / (tp * ep), zero_stage=plan["zero_stage"], dp_degree=dp // ep
-    )
-    per_layer = activation_bytes_per_layer(
-        seq_len=seq_len, micro_batch=plan["micro_batch_size"], hidden=model.dim, n_heads=model.n_heads,
-        tp_degree=tp, sequence_parallel=tp > 1, recompute=plan["recompute"],
-    )  # fmt: skip
-    in_flight = min(pp, plan["num_microbatches"])  # 1F1B warm-up: stage 0 runs p forwards before a backward
+    experts = states(model.expert_params * share / (tp * ep), dp // ep)
     out = {k: dense[k] + experts[k] for k in ("params", "grads", "optimizer")}
+
+    # Korthikanti et al. 2022 Table 2, bytes per layer: sbh(34 + 5as/h) without parallelism; TP shards the
+    # 24sbh inside its regions and the 5as^2b scores, SP the 10sbh of LayerNorm/dropout; selective
+    # recomputation drops the scores term; full recomputation keeps the 2sbh layer input only
+    s, b, h, a = seq_len, plan["micro_batch_size"], model.dim, model.n_heads
+    if plan["recompute"] == "full":
+        per_layer = 2 * s * b * h
+    else:
+        scores = 5 * a * s / (h * tp) if plan["recompute"] == "none" else 0.0
+        per_layer = s * b * h * (34 / tp + scores)  # SP is on whenever tp > 1: all 34 sbh sharded
+    in_flight = min(pp, plan["num_microbatches"])  # 1F1B warm-up: stage 0 runs p forwards before a backward
     out["activations"] = per_layer * layers * in_flight
     out["total"] = sum(out.values())
     out["limit"] = USABLE_MEMORY_FRACTION * cluster.memory_bytes
@@ -73,28 +82,21 @@ def memory_per_gpu(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int)
 
 
 def step_time(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> dict[str, float]:
-    """Seconds of one training step: {"compute_s", "bubble_s", "dp_s", "tp_s", "pp_s", "ep_s", "total_s"},
-    the four communication terms being what is EXPOSED, bandwidth only, and total_s the sum of all six.
+    """Seconds of one training step: {"compute_s", "bubble_s", "dp_s", "tp_s", "pp_s", "ep_s", "total_s"}.
 
-    compute: train_flops(active params, global batch tokens) / (world x peak x MFU).
-    bubble: compute x (pp-1)/m (1F1B, as a ratio to the ideal time: Narayanan et al. 2021 §2.2.1).
-    dp: bf16 grads of the stage's dense params / tp all-reduced over the DP group (dp ranks tp apart), plus
-        those of its experts / (tp x ep) over the dp/ep ranks tp x ep apart. ZeRO 0-2: hidden behind the last
-        micro-batch's backward, so max(0, all-reduces - that backward); backward = 4/6 of a micro-batch's
-        compute, 6/8 with full recomputation. ZeRO-3: every micro-batch all-gathers the weights twice and
-        reduce-scatters the grads (3 all-gathers' worth), hidden behind that micro-batch's compute.
-    tp: per layer and micro-batch 4 all-reduces of the bf16 (seq, mbs, dim) activation over the tp
-        consecutive ranks, 6 with full recomputation; nothing hides them.
-    pp: 2 (m + pp - 2) sends of that activation / tp (SP's slice) between stages tp x dp ranks apart.
-    ep: per MoE layer of the stage (ceil(moe_layers / pp)) and micro-batch 4 all-to-alls (6 with full
-        recomputation) of seq x mbs / tp tokens x top_k x dim bf16 over the ep ranks tp apart."""
+    compute_s: the step's training flops (forward, backward, and any recomputed forward) for the global
+    batch's tokens, on every GPU at MFU x cluster.peak_flops. bubble_s: the time the 1F1B pipeline idles
+    (Narayanan et al. 2021, arXiv 2104.04473, §2.2.1). dp_s, tp_s, pp_s, ep_s: the communication of each
+    strategy that compute does NOT hide, from coursekit.cluster's bandwidth-only collectives over the groups
+    of the layout above (traffic per strategy: README, "The yardsticks"). total_s: the sum of the six."""
     ### BEGIN SOLUTION 21.step_time
     tp, pp, dp, ep, m = plan["tp"], plan["pp"], plan["dp"], plan["ep"], plan["num_microbatches"]
     full = plan["recompute"] == "full"
     tokens = dp * plan["micro_batch_size"] * m * seq_len
-    compute = train_flops(model.active_params, tokens, plan["recompute"]) / (
-        cluster.world * cluster.peak_flops * MFU
-    )
+    # Kaplan et al. 2020 §2.1: 2 flops per active parameter and token forward + 4 backward; full
+    # recomputation runs the forward again: 8 (Narayanan et al. 2021 §5.1, "8TP/(nX)")
+    flops = (8 if full else 6) * model.active_params * tokens
+    compute = flops / (cluster.world * cluster.peak_flops * MFU)
     per_mb = compute / m
     layers = stage_layers(model, pp)
     share = layers / model.n_layers

@@ -64,9 +64,10 @@ def neighbours(plan: dict, knob: str, global_batch: int) -> dict[str, dict | Non
 
 
 def fit_check(model: ModelSpec, cluster: Cluster) -> dict:
-    """Step 1: can the cluster hold the model states at all, fully sharded? {"state_bytes": 16 bytes per
-    parameter (mixed-precision Adam), "limit": usable bytes of one GPU, "min_gpus": the fewest GPUs whose
-    usable memory holds them, "fits": min_gpus <= the cluster's GPUs}. Activations come later."""
+    """Step 1: can the cluster hold the model states at all, fully sharded? {"state_bytes": the bytes of
+    mixed-precision Adam's model states for every parameter (ZeRO §3.1), "limit": the usable bytes of one GPU,
+    "min_gpus": the fewest GPUs whose usable memory holds them, "fits": whether the cluster has that many}.
+    Activations come later."""
     ### BEGIN SOLUTION 21.fit_check
     state = 16 * model.params  # 2 bf16 weights + 2 bf16 grads + 12 fp32 master/m/v (ZeRO §3.1)
     limit = USABLE_MEMORY_FRACTION * cluster.memory_bytes

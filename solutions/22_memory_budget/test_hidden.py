@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from typing import Any
 
 import pytest
@@ -517,3 +518,161 @@ class TestKVCache:
                     ref.mla_kv_cache_bytes(cfg, seq_len=seq, batch=batch, bytes_per_elem=nbytes),
                     what=f"MLA cache, kv_lora_rank={cfg.kv_lora_rank}, seq_len={seq}, batch={batch}",
                 )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# generated in the judge from seeds: configs and shapes that no README or public test works out
+
+
+def generated_llama(rng: random.Random) -> Any:
+    n_heads = rng.choice([8, 12, 20, 28, 40, 56])
+    head_dim = rng.choice([64, 96, 128])
+    n_kv = rng.choice([k for k in (1, 2, 4, n_heads) if n_heads % k == 0])
+    return {
+        "vocab_size": rng.randint(1000, 200_000), "dim": n_heads * head_dim, "n_layers": rng.randint(1, 100),
+        "n_heads": n_heads, "n_kv_heads": n_kv, "ffn_dim": 64 * rng.randint(10, 500),
+        "tie_embeddings": rng.random() < 0.3,
+    }  # fmt: skip
+
+
+def generated_moe(rng: random.Random) -> dict[str, Any]:
+    n_layers = rng.randint(2, 40)
+    n_routed = rng.choice([8, 16, 64, 160])
+    return {
+        "vocab_size": rng.randint(1000, 150_000), "dim": 128 * rng.randint(4, 40), "n_layers": n_layers,
+        "n_dense_layers": rng.randint(0, min(3, n_layers - 1)), "dense_ffn_dim": 128 * rng.randint(8, 100),
+        "n_heads": rng.choice([16, 32, 64]), "q_lora_rank": rng.choice([384, 768, 1536]),
+        "kv_lora_rank": rng.choice([256, 512]), "qk_nope_head_dim": rng.choice([64, 128]),
+        "qk_rope_head_dim": rng.choice([32, 64]), "v_head_dim": rng.choice([64, 128]),
+        "n_routed_experts": n_routed, "n_shared_experts": rng.choice([0, 1, 2]),
+        "n_activated_experts": rng.choice([1, 2, 6, 8]), "moe_ffn_dim": 128 * rng.randint(2, 16),
+        "tie_embeddings": rng.random() < 0.2,
+    }  # fmt: skip
+
+
+def many(world: World, calls: list[dict[str, Any]]) -> list[Any]:
+    [res] = world.run("rank_programs:call_many", inputs={"calls": calls})
+    return res.value
+
+
+def expected(reference: Any, c: dict[str, Any]) -> Any:
+    memory = reference("memory")
+    args = list(c.get("args", []))
+    if "config" in c:
+        args.insert(0, getattr(memory, c["config_class"])(**c["config"]))
+    return getattr(memory, c["function"])(*args, **c.get("kwargs", {}))
+
+
+def against_reference(world: World, reference: Any, calls: list[dict[str, Any]]) -> None:
+    for c, got in zip(calls, many(world, calls), strict=True):
+        want = expected(reference, c)
+        what = f"{c['function']}({c.get('config', '')} {c.get('args', '')} {c.get('kwargs', '')})"
+        if isinstance(want, dict):
+            assert isinstance(got, dict) and set(got) == set(want), f"{what}: got {got!r}"
+            for k in want:
+                check(got[k], want[k], what=f"{what}[{k!r}]")
+        else:
+            check(got, want, what=what)
+
+
+SEEDS = range(1000, 1012)
+
+
+@pytest.mark.part("22.parameters")
+class TestGeneratedParameters:
+    @pytest.mark.concept("dense_block_matrices")
+    def test_generated_llamas(self, world: World, reference) -> None:
+        calls = []
+        for seed in SEEDS:
+            cfg = generated_llama(random.Random(seed)) | {"tie_embeddings": False}
+            calls.append({"function": "llama_params", "config_class": "LlamaConfig", "config": cfg})
+            calls.append({"function": "gqa_attention_params", "config_class": "LlamaConfig", "config": cfg})
+        against_reference(world, reference, calls)
+
+    @pytest.mark.concept("embeddings_and_head")
+    def test_generated_tied_llamas(self, world: World, reference) -> None:
+        calls = [
+            {"function": "llama_params", "config_class": "LlamaConfig",
+             "config": generated_llama(random.Random(seed)) | {"tie_embeddings": True}}
+            for seed in SEEDS
+        ]  # fmt: skip
+        against_reference(world, reference, calls)
+
+    @pytest.mark.concept("moe_total_vs_active")
+    def test_generated_moes(self, world: World, reference) -> None:
+        calls = [
+            {"function": "deepseek_v3_params", "config_class": "DeepSeekV3Config",
+             "config": generated_moe(random.Random(seed))}
+            for seed in SEEDS
+        ]  # fmt: skip
+        against_reference(world, reference, calls)
+
+    @pytest.mark.concept("mla_projections")
+    def test_generated_mla(self, world: World, reference) -> None:
+        calls = [
+            {"function": "mla_attention_params", "config_class": "DeepSeekV3Config",
+             "config": generated_moe(random.Random(seed))}
+            for seed in SEEDS
+        ]  # fmt: skip
+        against_reference(world, reference, calls)
+
+
+@pytest.mark.part("22.training_state")
+@pytest.mark.concept("zero_sharding")
+def test_generated_training_states(world: World, reference) -> None:
+    calls = []
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        kwargs = {
+            "zero_stage": rng.randint(0, 3), "dp_degree": rng.choice([3, 5, 6, 7, 12, 96]),
+            "tp_degree": rng.choice([1, 2, 4, 8]), "pp_degree": rng.choice([1, 3, 5, 16]),
+        }  # fmt: skip
+        calls.append(
+            {"function": "training_state_bytes", "args": [rng.randint(10**6, 10**12)], "kwargs": kwargs}
+        )
+    against_reference(world, reference, calls)
+
+
+@pytest.mark.part("22.activations")
+@pytest.mark.concept("table2_regions")
+def test_generated_activation_shapes(world: World, reference) -> None:
+    calls = []
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        a = rng.choice([12, 20, 40, 56, 96])
+        kwargs = {
+            "seq_len": rng.choice([512, 1536, 3000, 32768]), "micro_batch": rng.randint(1, 6),
+            "hidden": a * rng.choice([64, 128]), "n_heads": a, "tp_degree": rng.choice([1, 2, 4]),
+            "sequence_parallel": rng.random() < 0.5, "recompute": rng.choice(["none", "selective", "full"]),
+        }  # fmt: skip
+        calls.append({"function": "activation_bytes_per_layer", "kwargs": kwargs})
+    against_reference(world, reference, calls)
+
+
+@pytest.mark.part("22.kv_cache")
+class TestGeneratedKvCache:
+    @pytest.mark.concept("kv_per_token")
+    def test_generated_gqa_caches(self, world: World, reference) -> None:
+        calls = []
+        for seed in SEEDS:
+            rng = random.Random(seed)
+            cfg = generated_llama(rng)
+            tp = rng.choice(
+                [t for t in (1, 2, 4, 8) if cfg["n_kv_heads"] % t == 0 or t % cfg["n_kv_heads"] == 0]
+            )
+            kwargs = {"seq_len": rng.randint(1, 200_000), "batch": rng.randint(1, 64),
+                      "bytes_per_elem": rng.choice([1, 2, 4]), "tp_degree": tp}  # fmt: skip
+            calls.append({"function": "kv_cache_bytes", "config_class": "LlamaConfig", "config": cfg,
+                          "kwargs": kwargs})  # fmt: skip
+        against_reference(world, reference, calls)
+
+    @pytest.mark.concept("mla_latent_cache")
+    def test_generated_mla_caches(self, world: World, reference) -> None:
+        calls = []
+        for seed in SEEDS:
+            rng = random.Random(seed)
+            kwargs = {"seq_len": rng.randint(1, 200_000), "batch": rng.randint(1, 64),
+                      "bytes_per_elem": rng.choice([1, 2])}  # fmt: skip
+            calls.append({"function": "mla_kv_cache_bytes", "config_class": "DeepSeekV3Config",
+                          "config": generated_moe(rng), "kwargs": kwargs})  # fmt: skip
+        against_reference(world, reference, calls)

@@ -7,13 +7,7 @@ from __future__ import annotations
 
 import math
 
-from coursekit.budget import (
-    MFU,
-    USABLE_MEMORY_FRACTION,
-    activation_bytes_per_layer,
-    train_flops,
-    training_state_bytes,
-)
+from coursekit.budget import MFU, USABLE_MEMORY_FRACTION
 from coursekit.cluster import Cluster, allgather_s, allreduce_s, alltoall_s, p2p_s
 from coursekit.models import ModelSpec
 
@@ -31,6 +25,30 @@ def _stage_params(model: ModelSpec, plan: dict) -> tuple[float, float]:
     dense = model.dense_params * share / plan["tp"]
     experts = model.expert_params * share / (plan["tp"] * plan["ep"])
     return dense, experts
+
+
+# which of (weights, grads, optimizer) ZeRO stage z shards over the data-parallel ranks (ZeRO §5)
+_SHARDED = {0: (False, False, False), 1: (False, False, True), 2: (False, True, True), 3: (True, True, True)}
+_BYTES = (2, 2, 12)  # bf16 weights, bf16 grads, fp32 master + m + v (ZeRO §3.1)
+
+
+def training_state_bytes(psi: float, *, zero_stage: int, dp_degree: int) -> dict[str, float]:
+    vals = [b * psi / (dp_degree if sh else 1) for b, sh in zip(_BYTES, _SHARDED[zero_stage], strict=True)]
+    return dict(zip(("params", "grads", "optimizer"), vals, strict=True))
+
+
+def activation_bytes_per_layer(
+    *, seq_len: int, micro_batch: int, hidden: int, n_heads: int, tp_degree: int, sequence_parallel: bool,
+    recompute: str,
+) -> float:  # fmt: skip
+    """Block by block (Korthikanti §4.1): attention 11sbh + 5as^2b, MLP 19sbh, two LayerNorms 4sbh."""
+    s, b, h, a, t = seq_len, micro_batch, hidden, n_heads, tp_degree
+    if recompute == "full":
+        return 2.0 * s * b * h
+    inside = 24 * s * b * h / t  # QKV/attention/MLP internals: sharded by TP
+    outside = 10 * s * b * h / (t if sequence_parallel else 1)  # LayerNorm + dropout in/outputs
+    scores = 0.0 if recompute == "selective" else 5 * a * s * s * b / t
+    return inside + outside + scores
 
 
 def memory_per_gpu(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> dict:
@@ -58,9 +76,8 @@ def step_time(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> d
     tp, pp, dp, ep, m = plan["tp"], plan["pp"], plan["dp"], plan["ep"], plan["num_microbatches"]
     mbs, full = plan["micro_batch_size"], plan["recompute"] == "full"
     tokens = seq_len * mbs * m * dp  # the global batch, in tokens
-    compute = train_flops(model.active_params, tokens, plan["recompute"]) / (
-        cluster.world * cluster.peak_flops * MFU
-    )
+    per_token = 8 if full else 6  # 2 forward + 4 backward (+2 recomputed forward)
+    compute = per_token * model.active_params * tokens / (cluster.world * cluster.peak_flops * MFU)
     bubble = compute * (pp - 1) / m
     one_mb = compute / m
 

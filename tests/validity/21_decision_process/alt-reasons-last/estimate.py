@@ -7,13 +7,7 @@ from __future__ import annotations
 
 import math
 
-from coursekit.budget import (
-    MFU,
-    USABLE_MEMORY_FRACTION,
-    activation_bytes_per_layer,
-    train_flops,
-    training_state_bytes,
-)
+from coursekit.budget import MFU, USABLE_MEMORY_FRACTION
 from coursekit.cluster import Cluster, allgather_s, allreduce_s, alltoall_s, p2p_s
 from coursekit.models import ModelSpec
 
@@ -31,6 +25,27 @@ def _stage_params(model: ModelSpec, plan: dict) -> tuple[float, float]:
     dense = model.dense_params * share / plan["tp"]
     experts = model.expert_params * share / (plan["tp"] * plan["ep"])
     return dense, experts
+
+
+def training_state_bytes(psi: float, *, zero_stage: int, dp_degree: int) -> dict[str, float]:
+    """16 bytes per parameter, each ZeRO stage sharding one more of optimizer, grads, weights."""
+    out = {"params": 2.0 * psi, "grads": 2.0 * psi, "optimizer": 12.0 * psi}
+    for key in ("optimizer", "grads", "params")[:zero_stage]:
+        out[key] = out[key] / dp_degree
+    return out
+
+
+def activation_bytes_per_layer(
+    *, seq_len: int, micro_batch: int, hidden: int, n_heads: int, tp_degree: int, sequence_parallel: bool,
+    recompute: str,
+) -> float:  # fmt: skip
+    sbh = seq_len * micro_batch * hidden
+    if recompute == "full":
+        return 2.0 * sbh
+    coef = (34.0 if sequence_parallel else 24.0 + 10.0 * tp_degree) / tp_degree
+    if recompute == "none":
+        coef += 5.0 * n_heads * seq_len / (hidden * tp_degree)
+    return sbh * coef
 
 
 def memory_per_gpu(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> dict:
@@ -58,7 +73,7 @@ def step_time(model: ModelSpec, cluster: Cluster, plan: dict, seq_len: int) -> d
     tp, pp, dp, ep, m = plan["tp"], plan["pp"], plan["dp"], plan["ep"], plan["num_microbatches"]
     mbs, full = plan["micro_batch_size"], plan["recompute"] == "full"
     tokens = dp * mbs * m * seq_len
-    per_gpu_flops = train_flops(model.active_params, tokens, plan["recompute"]) / (tp * pp * dp)
+    per_gpu_flops = (8.0 if full else 6.0) * model.active_params * tokens / (tp * pp * dp)
     compute = per_gpu_flops / (cluster.peak_flops * MFU)
     bubble = compute * (pp - 1) / m
     one_mb = compute / m
