@@ -56,6 +56,9 @@ GENERIC_LINES: dict[str, str] = {
     "t = dist.get_world_size(group)": "asking the group size",
     "p, r = dist.get_world_size(), dist.get_rank()": "asking the world size and rank",
     "t0 = time.perf_counter()": "starting a timer",
+    "return max(times, default=0.0)": "the slowest of several times",
+    "for i, p in enumerate(self.params):": "looping over a model's parameters",
+    '"gpus": gpus,': "naming a field after its variable",
 }
 """Lines of reference bodies that are no answer: idioms any solution and any given code share."""
 
@@ -87,6 +90,7 @@ def hidden_suite_lines(course: Course) -> dict[str, str]:
             if len(text) >= MIN_LEAK_CHARS and not text.startswith("#"):
                 secrets.setdefault(text, str(hidden.relative_to(course.root)))
     public = {line.strip() for path in _public_sources(course) for line in _lines(path)}
+    public |= _given_lines(course)
     return {line: origin for line, origin in secrets.items() if line not in public}
 
 
@@ -99,16 +103,25 @@ def solution_lines(course: Course) -> dict[str, str]:
     student-visible file is a leak, however short: ``sbh = s * b * h`` is part of an answer.
     """
     secrets: dict[str, str] = {}
-    given: set[str] = set()
     for exercise in course.exercises:
         for name in exercise.files:
-            body, rest = _split_regions((course.solution_dir(exercise) / name).read_text())
+            body, _ = _split_regions((course.solution_dir(exercise) / name).read_text())
             origin = f"solutions/{exercise.dirname}/{name}"
             for text in (line.strip() for line in body):
                 if text and not text.startswith("#") and not _generic(text):
                     secrets.setdefault(text, origin)
-            given.update(line.strip() for line in rest)
+    given = _given_lines(course)
     return {line: origin for line, origin in secrets.items() if line not in given}
+
+
+def _given_lines(course: Course) -> set[str]:
+    """Lines outside the solution regions of the reference files: what every stub hands out."""
+    given: set[str] = set()
+    for exercise in course.exercises:
+        for name in exercise.files:
+            _, rest = _split_regions((course.solution_dir(exercise) / name).read_text())
+            given.update(line.strip() for line in rest)
+    return given
 
 
 def _generic(line: str) -> bool:
