@@ -1,9 +1,9 @@
 """Measure gloo's all-reduce on this machine and fit the alpha-beta model to it by least squares.
 
 The time of one all-reduce of S bytes is modeled as t(S) = alpha + beta * S: alpha is what even an empty
-message costs (software, synchronization), 1/beta the bandwidth it reaches on large messages. For a ring on
-p ranks, alpha = 2(p-1) alpha_link and beta = 2(p-1)/p beta_link (costs.py), which gives the per-message
-parameters back. Check: `grade exercise 03` (fits are checked exactly; the measurement on 2 ranks).
+message costs (software, synchronization), 1/beta the bandwidth it reaches on large messages. If the library
+ran a ring, your ring cost model (costs.py) turns them back into one message's alpha and beta.
+Check: `grade exercise 03` (fits are checked exactly; the measurement on 2 ranks).
 Units: seconds, bytes, seconds per byte.
 """
 
@@ -21,14 +21,14 @@ import torch.distributed as dist
 
 def fit_alpha_beta(sizes: list[float], times: list[float], weights: list[float] | None = None) -> list[float]:
     """[alpha, beta] minimizing sum_i w_i (times_i - alpha - beta * sizes_i)^2, with w_i = 1 when `weights` is
-    None. With w_i = 1 / times_i^2 this minimizes the RELATIVE error, so that a 1 ms large message does not
-    drown out a 50 us small one. Needs at least two distinct sizes."""
+    None: a weighted least-squares line (w multiplies the SQUARED residual). Two plain floats; at least two
+    distinct sizes are given. Exact up to float rounding (no iterative search)."""
     raise NotImplementedError("TODO(03.fit): not implemented yet")
 
 
 def link_alpha_beta(alpha: float, beta: float, p: int) -> list[float]:
-    """[alpha_link, beta_link] of one message, if the measured all-reduce (alpha, beta) ran a ring on p ranks:
-    alpha = 2(p-1) alpha_link and beta = 2(p-1)/p beta_link."""
+    """[alpha_link, beta_link]: the cost of one message (seconds, seconds per byte) that makes your ring
+    all-reduce model on p >= 2 ranks (gamma = 0) cost exactly alpha + beta * n for every n."""
     raise NotImplementedError("TODO(03.fit): not implemented yet")
 
 

@@ -2,8 +2,8 @@
 
 algbw = S / t. busbw = algbw * factor, where the factor is the share of S each rank must put on its link at
 the very least, so that busbw compares with the hardware's link bandwidth whatever the number of ranks.
-All-reduce: every rank must send and receive 2(p-1)/p * S bytes, hence t >= 2(p-1)/p * S / B for ANY
-algorithm built from point-to-point messages (NVIDIA/nccl-tests doc/PERFORMANCE.md).
+The same argument bounds the time of ANY all-reduce built from point-to-point messages from below
+(NVIDIA/nccl-tests doc/PERFORMANCE.md); deriving the factors and the bound is this part.
 Conventions (nccl-tests src/*.cu GetBw, ground-truth.md §0-1): GB = 1e9 bytes; `count` is the element count
 nccl-tests passes to GetBw, which is per rank for AllGather, ReduceScatter, AlltoAll, Gather and Scatter.
 Check: `grade exercise 03`.
@@ -36,24 +36,27 @@ def _check(collective: str) -> None:
 
 
 def busbw_factor(collective: str, nranks: int) -> float:
-    """busbw / algbw in nccl-tests: AllReduce 2(n-1)/n; AllGather, ReduceScatter, AlltoAll, Gather, Scatter
-    (n-1)/n; Broadcast, Reduce, SendRecv, HyperCube 1. ValueError for an unknown collective."""
+    """busbw / algbw as nccl-tests computes it (GetBw in src/<collective>.cu) for `collective`, one
+    of COLLECTIVES, on `nranks` ranks: the share of S that each rank's link must carry at the very least.
+    A float. ValueError for a name not in COLLECTIVES (spelled as there)."""
     raise NotImplementedError("TODO(03.bus_bandwidth): not implemented yet")
 
 
 def nccl_tests_bytes(collective: str, count: int, type_size: int, nranks: int) -> int:
-    """S, the bytes nccl-tests divides by the time: count * type_size for AllReduce, Broadcast, Reduce and
-    SendRecv; count * type_size * nranks for AllGather, ReduceScatter, AlltoAll, Gather and Scatter (count is
-    per rank there); count * type_size * (nranks - 1) for HyperCube."""
+    """S, the bytes nccl-tests divides by the time, for `count` elements of `type_size` bytes as nccl-tests
+    passes them to GetBw (README.md, "Bus bandwidth": the table of what S is per collective). An int.
+    ValueError for an unknown collective."""
     raise NotImplementedError("TODO(03.bus_bandwidth): not implemented yet")
 
 
 def nccl_tests_bandwidth(collective: str, count: int, type_size: int, seconds: float, nranks: int) -> dict:
-    """{"algbw": S / seconds / GB, "busbw": algbw * busbw_factor}, both in GB/s, GB = 1e9 bytes."""
+    """{"algbw": ..., "busbw": ...}, the two bandwidths an nccl-tests line prints for a run of `seconds`,
+    both in GB/s with GB = 1e9 bytes. ValueError for an unknown collective."""
     raise NotImplementedError("TODO(03.bus_bandwidth): not implemented yet")
 
 
 def allreduce_lower_bound(nbytes: float, nranks: int, bandwidth: float) -> float:
-    """Seconds an all-reduce of `nbytes` per rank takes at least when each rank's link moves `bandwidth`
-    bytes/s each way: 2(n-1)/n * nbytes / bandwidth (doc/PERFORMANCE.md)."""
+    """The fewest seconds any point-to-point all-reduce of `nbytes` (the vector every rank holds) can take on
+    `nranks` ranks when each rank's link moves `bandwidth` bytes/s in each direction (doc/PERFORMANCE.md).
+    Latency is left out: only the bytes count."""
     raise NotImplementedError("TODO(03.bus_bandwidth): not implemented yet")

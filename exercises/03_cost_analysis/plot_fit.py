@@ -3,8 +3,9 @@
 Run it from this folder once measure.py works:  `python plot_fit.py [ranks] [out.png]`  (default 2 ranks).
 It measures gloo's all-reduce with YOUR measure_allreduce, fits it with YOUR fit_alpha_beta (relative error),
 and saves latency against message size, log-log: the measurements, the fitted line read as a ring, and the
-binomial tree that the same per-message alpha and beta predict. Writes a PNG with matplotlib, or an SVG
-(coursekit.plots) without it. The grader can call `plot_fit(...)` directly with numbers.
+binomial tree that YOUR link_alpha_beta and tree_allreduce_time predict from the same fit. Writes a PNG
+with matplotlib, or an SVG (coursekit.plots) without it. The grader can call `plot_fit(...)` directly
+with numbers.
 """
 
 from __future__ import annotations
@@ -19,24 +20,32 @@ from pathlib import Path
 SIZES = [1 << k for k in range(8, 23)]  # 256 B .. 4 MiB
 
 
-def predictions(sizes: Sequence[float], alpha: float, beta: float, p: int) -> dict[str, list[float]]:
-    """Ring = the fitted line itself; tree = binomial reduce + broadcast with the per-message
-    alpha_link = alpha / 2(p-1), beta_link = beta p / 2(p-1) (costs.py and measure.py, exercise 03)."""
-    a_link, b_link = alpha / (2 * (p - 1)), beta * p / (2 * (p - 1))
-    rounds = (p - 1).bit_length()  # ceil(log2 p)
-    return {
-        "ring (fit)": [alpha + beta * s for s in sizes],
-        "tree (predicted)": [2 * rounds * (a_link + b_link * s) for s in sizes],
-    }
+def predict_tree(sizes: Sequence[float], alpha: float, beta: float, p: int) -> list[float]:
+    """The binomial tree's times on this machine, from YOUR measure.link_alpha_beta and
+    costs.tree_allreduce_time (run from this folder)."""
+    from costs import tree_allreduce_time
+    from measure import link_alpha_beta
+
+    a_link, b_link = link_alpha_beta(alpha, beta, p)
+    return [tree_allreduce_time(p, s, a_link, b_link) for s in sizes]
 
 
 def plot_fit(
-    sizes: Sequence[float], measured: Sequence[float], alpha: float, beta: float, p: int, path: str | Path
+    sizes: Sequence[float],
+    measured: Sequence[float],
+    alpha: float,
+    beta: float,
+    p: int,
+    path: str | Path,
+    tree: Sequence[float] | None = None,
 ) -> Path | None:
-    """Save the plot to `path` (.png needs matplotlib; otherwise an .svg is written next to it).
-    Returns the file written, or None when neither matplotlib nor coursekit.plots is available."""
+    """Save the plot to `path` (.png needs matplotlib; otherwise an .svg is written next to it), with the
+    tree's predicted times too when `tree` is given. Returns the file written, or None when neither
+    matplotlib nor coursekit.plots is available."""
     path = Path(path)
-    curves = {"measured (gloo)": list(measured), **predictions(sizes, alpha, beta, p)}
+    curves = {"measured (gloo)": list(measured), "ring (fit)": [alpha + beta * s for s in sizes]}
+    if tree is not None:
+        curves["tree (predicted)"] = list(tree)
     title = f"all-reduce on {p} ranks: alpha = {alpha * 1e6:.1f} us, 1/beta = {1 / beta / 1e9:.2f} GB/s"
     try:
         import matplotlib
@@ -104,7 +113,8 @@ def main() -> None:
     for s, t in zip(SIZES, times, strict=True):
         print(f"{s:>9} B  {t * 1e6:9.1f} us   fit {(alpha + beta * s) * 1e6:9.1f} us")
     print(f"alpha = {alpha * 1e6:.1f} us, beta = 1 / ({1 / beta / 1e9:.2f} GB/s)")
-    written = plot_fit(SIZES, times, alpha, beta, p, out)
+    tree = predict_tree(SIZES, alpha, beta, p) if p > 1 else None
+    written = plot_fit(SIZES, times, alpha, beta, p, out, tree)
     print(f"plot written to {written}" if written else "no plot written")
 
 

@@ -30,14 +30,11 @@ def _strtok(text: str, sep: str) -> list[tuple[int, str]]:
 
 
 def parse_nccl_list(value: str, elems: list[str] | tuple[str, ...]) -> dict[str, list[str] | None]:
-    """What `value` (an NCCL_ALGO or NCCL_PROTO string) enables, per function in FUNCS.
+    """What `value` (an NCCL_ALGO or NCCL_PROTO string) enables, per function in FUNCS, as NCCL's parseList
+    (src/graph/tuning.cc) reads it with the grammar above.
 
-    `elems` is ALGOS or PROTOS. Returns {function: the enabled names, in `elems` order}, with None for a
-    function no entry mentions (it keeps NCCL's defaults). As in NCCL's parseList:
-    - pieces are cut like C's strtok: on ';' into entries, each entry on ':' into [function, list], each list
-      on ',' into names; empty pieces are skipped, and nothing is trimmed (" ring" is not a name);
-    - an entry without a function applies to all five, and is allowed only as the very first thing in
-      `value`; an entry sets its functions to exactly what it lists: with '^', everything but those names;
-    - ValueError for an unknown name, an unknown function, or a function-less entry that is not first.
+    `elems` is ALGOS or PROTOS. Returns {function: the enabled names, in `elems` order and spelling}, with
+    None for a function no entry mentions (it keeps NCCL's defaults). ValueError for every string parseList
+    rejects: an unknown name or function, or a function-less entry anywhere but at the very start.
     """
     raise NotImplementedError("TODO(04.env_parsing): not implemented yet")

@@ -43,22 +43,21 @@ def _check(proto: str) -> None:
 
 
 def proto_efficiency(proto: str) -> float:
-    """Fraction of the bytes on the wire that are payload: LL 0.5, LL128 120/128, Simple 1.0.
-    Compute it from the line layouts above, not from a table. ValueError for an unknown protocol."""
+    """Fraction (a float in (0, 1]) of the bytes `proto` puts on the wire that are payload, computed from the
+    line layouts above (device.h), not typed in. ValueError for a name not in PROTOS."""
     raise NotImplementedError("TODO(04.protocols): not implemented yet")
 
 
 def default_buffer_bytes(proto: str) -> int:
-    """Bytes of the FIFO buffer NCCL allocates per connection and protocol by default (src/init.cc):
-    LL: lines per thread x max threads x steps x line size; LL128: words per thread x max threads x steps x
-    8 bytes; Simple: DEFAULT_BUFFSIZE. ValueError for an unknown protocol."""
+    """Bytes (an int) of the FIFO buffer NCCL allocates per connection for `proto` by default (src/init.cc,
+    where each protocol's default is built from the constants above). ValueError for an unknown protocol."""
     raise NotImplementedError("TODO(04.protocols): not implemented yet")
 
 
 def step_bytes(proto: str, buff_bytes: int | None = None) -> int:
-    """Payload bytes in one of the NCCL_STEPS slots of a `buff_bytes` buffer (default: the protocol's default
-    buffer), as primitives.h's calcBytePerStep computes it, in C integer arithmetic: Simple buff/8;
-    LL buff/8/2 (half of every line is flags); LL128 (buff/8)*15/16."""
+    """Payload bytes (an int) in one of the NCCL_STEPS slots of a `buff_bytes` buffer (None: the protocol's
+    default buffer), as calcBytePerStep in src/device/primitives.h computes it, in C integer arithmetic
+    (`//`, in the order the C code divides and multiplies). ValueError for an unknown protocol."""
     raise NotImplementedError("TODO(04.protocols): not implemented yet")
 
 
@@ -75,24 +74,17 @@ def ring_allreduce_chunks(
     nthreads: int = 512,
     buff_bytes: int | None = None,
 ) -> list[list[list[int]]]:
-    """The pieces [offset, nelem] (in elements) that each channel's ring moves, NCCL 2.19's runRing.
-
-    chunk = step_bytes(proto, buff_bytes) // elem_size elements, times ALLREDUCE_CHUNKSTEPS for Simple.
-    The buffer is walked in loops of n_channels * n_ranks * chunk elements from gridOffset = 0. In each loop
-    the chunk actually used (realChunk) shrinks to fit what is left:
-      Simple: min(chunk, ceil(left / (n_channels*n_ranks))), rounded UP to a multiple of nthreads*8//elem_size
-              (every thread moves whole 8-byte words; nthreads excludes Simple's extra sync warp);
-      LL:     min(chunk, ceil(left / (n_channels*n_ranks*m)) * m) with m = nthreads * (8 // elem_size);
-      LL128:  the same with m = nthreads * (60 // elem_size) // 2 (60 = bytes per thread-grain).
-    Piece k (k = 0..n_ranks-1) of channel c starts at
-      Simple: gridOffset + (c * n_ranks + k) * realChunk   (each channel gets one contiguous slab)
-      LL/LL128: gridOffset + (k * n_channels + c) * realChunk   (channels interleave chunk by chunk)
-    and holds min(realChunk, count - offset) elements. Return result[c] = the pieces of channel c, loop by
-    loop, k ascending, leaving out pieces with no elements.
+    """The pieces [offset, nelem] (in elements of `elem_size` bytes) that each channel's ring moves in an
+    all-reduce of `count` elements, as NCCL 2.19's runRing (src/device/all_reduce.h) cuts the buffer with
+    `proto`, `nthreads` threads per block (Simple's extra sync warp not counted) and a `buff_bytes` FIFO
+    (None: the default). Returns result[c] = the pieces of channel c, in the order the kernel moves them
+    (loop by loop, chunk index k = 0..n_ranks-1 ascending), leaving out pieces with no elements; every
+    piece's [offset, offset + nelem) lies inside [0, count). README.md, "Channels and chunks", describes
+    the loop and the two layouts.
     """
     raise NotImplementedError("TODO(04.chunks): not implemented yet")
 
 
 def _ll128_grain_bytes() -> int:
-    """ProtoLL128::calcBytePerGrain: payload bytes one thread moves per grain (8 words x 15/16 x 8 B = 60)."""
+    """ProtoLL128::calcBytePerGrain: payload bytes one thread moves per grain (60)."""
     return NCCL_LL128_SHMEM_ELEMS_PER_THREAD * NCCL_LL128_DATAELEMS * 8 // NCCL_LL128_LINEELEMS

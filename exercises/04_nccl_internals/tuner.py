@@ -1,8 +1,7 @@
 """NCCL's tuner in miniature: time = latency + bytes / bandwidth per (algorithm, protocol); the least wins.
 
-Bandwidth starts from what the topology search found (GB/s per channel x channels), loses what the protocol
-spends on flags (LL 0.5, LL128 about 120/128, Simple 1), is capped per channel, and is turned from bus into
-algorithm bandwidth. Latency is a base cost plus one hardware hop per ring step, or per tree level.
+README.md ("The tuner") teaches where each bandwidth and latency rule comes from; the constants below are
+NCCL's, with the line of tuning.cc each one comes from.
 Source: NVIDIA/nccl src/graph/tuning.cc, the NCCL 2.2x version with PAT and Blackwell rows (ncclTopoTuneModel,
 ncclTopoGetAlgoTime; ground-truth.md §3), and getAlgoInfo in src/enqueue.cc. Check: `grade exercise 04`.
 Units: latencies in microseconds, bandwidths in GB/s (1 GB/s = 1000 bytes/us), sizes in bytes.
@@ -65,8 +64,8 @@ class System:
 
 
 def _n_steps(func: str, n_ranks: int) -> int:
-    """Ring steps (tuning.cc nsteps): AllReduce 2(p-1), AllGather / ReduceScatter p-1."""
-    return 2 * (n_ranks - 1) if func == "AllReduce" else n_ranks - 1
+    """Ring steps of `func` on n_ranks ranks (tuning.cc nsteps)."""
+    raise NotImplementedError("TODO(04.selector): not implemented yet")
 
 
 def _modeled(func: str, algo: str) -> bool:
@@ -81,51 +80,35 @@ def _modeled(func: str, algo: str) -> bool:
 
 
 def algo_bandwidth(func: str, algo: str, proto: str, system: System) -> float:
-    """NCCL's algorithm bandwidth in GB/s (comm->bandwidths), 0.0 where this model has no such algorithm.
-
-    bw = bw_intra if n_nodes <= 2 else bw_inter; busBw = n_channels * bw; i = min(n_nodes, 3) - 1. Then:
-      Ring/LL:     min(LL_MAX_BW[i], busBw * RING_LL_FACTOR)
-      Ring/LL128:  min(busBw * RING_LL128_FACTOR, n_channels * PER_CH_MAX_RING_LL128_BW[i])
-      Tree:        busBw = min(busBw * TREE_FACTOR, n_channels * PER_CH_MAX_TREE_BW[i]), and then
-        Tree/LL:    min(busBw * TREE_LL_FACTOR, LL_MAX_BW[i])
-        Tree/LL128: min(busBw * TREE_LL128_FACTOR[one node? 0 : 1], n_channels * PER_CH_MAX_TREE_LL128_BW[i])
-    Bus to algorithm bandwidth: Ring x n_ranks / nsteps (nsteps: AllReduce 2(p-1), others p-1), Tree x 0.5.
-    """
+    """NCCL's algorithm bandwidth in GB/s (comm->bandwidths[func][algo][proto]: bytes of the user's buffer per
+    second) for `system`, as ncclTopoTuneModel computes it in the NCCL version named above, with this
+    module's constants; 0.0 for a (func, algo) this model leaves out (_modeled)."""
     raise NotImplementedError("TODO(04.selector): not implemented yet")
 
 
 def algo_latency(func: str, algo: str, proto: str, system: System) -> float:
-    """NCCL's latency in us (comm->latencies) for a modeled (func, algo); j = PROTOS.index(proto).
-
-    intra = HW_LAT["NVLink" if system.nvlink else "PCI"][algo][j]
-    inter = HW_LAT["NET"]["Tree" if one GPU per node else algo][j]   (ppn = 1 exposes the network latency)
-    Ring: on several nodes intra = max(intra, NET_OVERHEAD_US, tripled for Simple); inter steps
-      n_inter = 0 on one node, else 2(n_nodes-1) for AllReduce and n_nodes-1 for AllGather/ReduceScatter;
-      BASE_LAT + (nsteps - n_inter) * intra + n_inter * inter.
-    Tree: BASE_LAT + 2 * ((n_ranks // n_nodes - 1) * intra + floor(log2(n_nodes)) * inter).
-    """
+    """NCCL's latency in microseconds (comm->latencies[func][algo][proto]) for a modeled (func, algo) on
+    `system`, as ncclTopoTuneModel computes it, with this module's constants and simplifications (module
+    docstring). Only called for (func, algo) pairs that _modeled accepts."""
     raise NotImplementedError("TODO(04.selector): not implemented yet")
 
 
 def algo_time(func: str, algo: str, proto: str, nbytes: int, system: System) -> float:
-    """ncclTopoGetAlgoTime in us: latency + nbytes / (1000 * bandwidth), or -1.0 when the bandwidth is 0.
-
-    Tree AllReduce: bandwidth x TREE_CORRECTION[proto][floor(log2(nbytes // 64))] when nbytes >= 64 and that
-    index is < 23. Ring/Simple AllReduce on several nodes with nbytes // (n_channels * n_ranks) >= 64:
-    latency x RING_PLATEAU.
-    """
+    """ncclTopoGetAlgoTime in microseconds: the predicted time of one `func` of `nbytes` bytes with (algo,
+    proto) on `system`, including the two measured corrections it applies (README.md), or -1.0 when
+    algo_bandwidth is 0."""
     raise NotImplementedError("TODO(04.selector): not implemented yet")
 
 
 def select_algo_proto(
     func: str, nbytes: int, system: System, algos: list[str] | None = None, protos: list[str] | None = None
 ) -> list[str]:
-    """[algorithm, protocol] with the least algo_time, as getAlgoInfo picks it (src/enqueue.cc).
+    """[algorithm, protocol] that getAlgoInfo (src/enqueue.cc) picks for `func` on `nbytes` bytes: the enabled
+    pair with the least algo_time, among those with a time >= 0. On a tie, the pair that comes first (ALGOS
+    order, then PROTOS order) wins.
 
-    `algos` / `protos`: what NCCL_ALGO / NCCL_PROTO enable for this function (see nccl_env.py), or None for
-    NCCL's defaults: every algorithm; LL and Simple; LL128 only if system.ll128. A protocol the user listed
-    explicitly is on even where NCCL would not enable it by default (hence the docs' corruption warning).
-    Loop over ALGOS, then PROTOS, in their order; keep a candidate only if its time is >= 0 and strictly less
-    than the best so far. ValueError if nothing is left.
+    `algos` / `protos`: what NCCL_ALGO / NCCL_PROTO enable for this function (as nccl_env.py parses them), or
+    None where the variable is unset and NCCL's own defaults apply (README.md: which protocols NCCL enables
+    by itself, and what a user's explicit list does). ValueError if no enabled pair has a time.
     """
     raise NotImplementedError("TODO(04.selector): not implemented yet")

@@ -1,9 +1,9 @@
 """GPUDirect RDMA: the PCIe path between a GPU and a NIC, and when NCCL lets the NIC use GPU memory directly.
 
-NCCL classes a path by its worst hop (NVIDIA/nccl src/graph/paths.cc, ncclTopoSetPaths) and turns GDR on when
-that class is no farther than NCCL_NET_GDR_LEVEL (ncclTopoCheckGdr). Without GDR the data bounces through host
-memory of the CPU closest to the GPU ("divert all traffic through the CPU local to the GPU", paths.cc).
-Path classes, nearest first: LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS. Check: `grade exercise 05`.
+NCCL classes every path between two devices (NVIDIA/nccl src/graph/paths.cc, ncclTopoSetPaths) and decides
+from that class, the GPU and the environment whether the NIC may use GPU memory directly (ncclTopoCheckGdr).
+Path classes, nearest first: LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS (README.md says what each means).
+Check: `grade exercise 05`.
 """
 
 from __future__ import annotations
@@ -34,26 +34,23 @@ def env_int(env: dict[str, str], name: str, default: int) -> int:
 
 
 def hop_type(topo: Topology, a: str, b: str) -> str:
-    """The class of the single link a-b, as ncclTopoSetPaths gives it: a SYS link (CPU to CPU) is SYS; a PCIe
-    link between two PCI switches is PXB; a PCIe link with a CPU at either end is PHB; any other PCIe link
-    (a device on a switch) is PIX."""
+    """The class (a name in PATH_TYPES) that ncclTopoSetPaths gives the single link between adjacent nodes a
+    and b, in either order. Only PIX, PXB, PHB and SYS occur on the PCIe topologies here."""
     raise NotImplementedError("TODO(05.paths): not implemented yet")
 
 
 def path_type(topo: Topology, a: str, b: str) -> str:
-    """NCCL's class of the path from a to b: the farthest class of any hop on topo.path(a, b); LOC if a==b."""
+    """NCCL's class (a name in PATH_TYPES) of the route topo.path(a, b); LOC if a == b."""
     raise NotImplementedError("TODO(05.paths): not implemented yet")
 
 
 def data_path(topo: Topology, gpu: str, nic: str, *, gdr: bool) -> dict:
-    """The way a message goes from ``gpu``'s memory out of ``nic``.
-
-    With GDR the NIC reads GPU memory directly along topo.path(gpu, nic). Without GDR the GPU first writes it
-    to a bounce buffer in the memory of topo.local_cpu(gpu), and the NIC reads it from there: the path is
-    topo.path(gpu, cpu) followed by topo.path(cpu, nic). Returns
-    {"nodes": the nodes in order (a node may appear twice), "hops": links crossed,
-     "host_bridge_crossings": CPU nodes strictly inside the path, "smp_crossings": SYS links crossed,
-     "bounce_buffers": 1 without GDR else 0, "path_type": the farthest class of any hop}.
+    """The way a message goes from ``gpu``'s memory out of ``nic``, with GPUDirect RDMA (gdr=True) or
+    without it, as NCCL's network proxy moves it (README.md, "GPUDirect RDMA"). Every leg follows topo.path.
+    Returns {"nodes": every node the bytes pass, in order, ends included (a node may appear twice),
+     "hops": links crossed, "host_bridge_crossings": CPU nodes strictly inside the route,
+     "smp_crossings": SYS links crossed, "bounce_buffers": copies into host memory on the way,
+     "path_type": the class of the route as path_type would class it, hop by hop}.
     """
     raise NotImplementedError("TODO(05.paths): not implemented yet")
 
@@ -63,26 +60,19 @@ def data_path(topo: Topology, gpu: str, nic: str, *, gdr: bool) -> dict:
 
 
 def parse_gdr_level(value: str | None) -> str | None:
-    """The path class an NCCL_NET_GDR_LEVEL value sets, as ncclGetLevel (paths.cc) reads it; None when NCCL
-    would ignore it and keep its default.
-
-    A value equal to one of PATH_TYPES, case-sensitively (strcmp), is that class. Else a value that starts
-    with a digit 0-9 is a legacy integer: read its leading decimal digits and look them up in LEGACY_LEVELS,
-    anything past the end meaning SYS. Anything else (None, "", "pxb", "-1", "NET") is ignored.
-    """
+    """The path class (a name in PATH_TYPES) that the NCCL_NET_GDR_LEVEL value ``value`` sets, as ncclGetLevel
+    (paths.cc) reads it, or None when NCCL would ignore the value and keep its default. ``value`` is the
+    variable's string, or None when it is unset. README.md, "GPUDirect RDMA and NCCL_NET_GDR_LEVEL", lists
+    the forms NCCL accepts."""
     raise NotImplementedError("TODO(05.gdr_level): not implemented yet")
 
 
 def gdr_enabled(topo: Topology, gpu: str, nic: str, env: dict[str, str], *, read: bool) -> bool:
     """Whether NCCL uses GPUDirect RDMA between ``gpu`` and ``nic`` (ncclTopoCheckGdr, paths.cc).
 
-    read=True is the send side (the NIC reads GPU memory), read=False the receive side. In order:
-    1. both the NIC and the GPU must support it (attr "gdr");
-    2. for reads, NCCL_NET_GDR_READ (default -2, "unset"): 0 turns reads off; unset, a GPU with cc < 80
-       reads only when it has an NVLink peer (another GPU with nvlink, itself with nvlink) or is the only GPU;
-    3. the level: the default is P2C when NCCL_NET_GDR_C2C (default 1) is non-zero, else PXB;
-       parse_gdr_level(NCCL_NET_GDR_LEVEL), when not None, replaces it;
-    4. GDR is on when path_type(gpu, nic) is no farther than the level (index in PATH_TYPES).
-    env holds the NCCL_* variables that are set; read integers with env_int.
+    read=True is the send side (the NIC reads GPU memory), read=False the receive side. ``env`` holds the
+    NCCL_* variables that are set, as strings; a variable that is absent takes NCCL's default (README.md).
+    Read integer variables with env_int. Device facts are in topo.nodes[name].attrs: "gdr" on GPUs and NICs;
+    "cc" (compute capability x 10) and "nvlink" (on an NVSwitch with the other nvlink GPUs) on GPUs.
     """
     raise NotImplementedError("TODO(05.gdr_level): not implemented yet")

@@ -55,43 +55,42 @@ def poll(cq: v.ibv_cq, n: int) -> list[v.ibv_wc]:
 
 
 def create_endpoint(ctx: v.ibv_context, size: int, access: int, *, psn: int = 0, depth: int = 16) -> Endpoint:
-    """A PD; one CQ with room for 2 * depth completions; a zeroed bytearray of ``size`` bytes registered with
-    ``access``; an RC QP on the PD using the CQ for both queues, max_send_wr = max_recv_wr = depth, one SGE
-    per WR, sq_sig_all = 0 (only WRs flagged IBV_SEND_SIGNALED complete when they succeed). The QP stays in
-    RESET."""
+    """Everything one host needs for one RC connection, as an Endpoint: a zeroed ``size``-byte buffer that the
+    NIC may access as ``access`` allows, an RC QP whose send and receive queues each hold ``depth`` work
+    requests of one scatter/gather entry, a single CQ that can hold every completion both queues can produce
+    at once, and only WRs flagged IBV_SEND_SIGNALED completing when they succeed. ``psn`` is this side's first
+    PSN. The QP is left in RESET."""
     raise NotImplementedError("TODO(06.connect): not implemented yet")
 
 
 def roce_v2_gid_index(ctx: v.ibv_context) -> int:
-    """The index of port PORT's first GID of type RoCE v2 whose address is IPv4-mapped ("::ffff:a.b.c.d"), as
-    NCCL picks by default (NCCL_IB_ROCE_VERSION_NUM=2, NCCL_IB_ADDR_FAMILY=AF_INET); ValueError if none.
-    ibv_query_port gives gid_tbl_len; ibv_query_gid and ibv_query_gid_type read each entry."""
+    """The GID index on port PORT that NCCL picks by default for a routed RoCE connection
+    (NCCL_IB_ROCE_VERSION_NUM=2, NCCL_IB_ADDR_FAMILY=AF_INET; README.md, "Addressing"): the first entry of
+    the port's GID table that qualifies. ValueError if none does."""
     raise NotImplementedError("TODO(06.connect): not implemented yet")
 
 
 def local_info(ep: Endpoint, gid_index: int | None = None) -> dict:
-    """What the peer needs to reach us, sent out of band (NCCL sends it over its bootstrap socket):
-    {"lid": port LID, "gid": the GID at gid_index (None when gid_index is None), "mtu": the port's active_mtu,
-     "qp_num", "psn": ep.psn, "addr": ep.mr.addr, "rkey": ep.mr.rkey}."""
+    """What the peer needs to reach us and our memory, sent out of band (NCCL sends it over its bootstrap
+    socket), from port PORT: {"lid": our LID, "gid": our GID at gid_index (None when gid_index is None),
+    "mtu": the port's active MTU, "qp_num": our QP's number, "psn": our first PSN, "addr": the virtual address
+    of our registered buffer, "rkey": the key a peer needs to access it}."""
     raise NotImplementedError("TODO(06.connect): not implemented yet")
 
 
 def connect(ep: Endpoint, remote: dict, *, gid_index: int | None = None) -> None:
-    """Bring ep.qp to RTS, connected to the QP described by ``remote`` (the peer's local_info).
+    """Bring ep.qp to RTS, connected to the QP described by ``remote`` (the peer's local_info), from whatever
+    state it is in (a fresh QP, one in ERR after a failure, one already connected).
 
-    A QP not in RESET (e.g. in ERR after a failure) is first moved to RESET. Then, with exactly the attributes
-    each transition requires: INIT (PKEY_INDEX, PORT, qp_access_flags QP_ACCESS); RTR (the address: dlid =
-    remote lid on InfiniBand, or, when gid_index is given (RoCE), is_global=1 with grh.dgid = remote gid,
-    grh.sgid_index = gid_index, grh.hop_limit = HOP_LIMIT; ah_attr.port_num PORT; path_mtu = the smaller of
-    ours and the remote's; dest_qp_num; rq_psn = the PSN the peer starts sending with; max_dest_rd_atomic
-    MAX_RD_ATOMIC; min_rnr_timer MIN_RNR_TIMER); RTS (sq_psn = ep.psn, TIMEOUT, RETRY_CNT, RNR_RETRY,
-    max_rd_atomic MAX_RD_ATOMIC).
+    Every ibv_modify_qp call is one legal transition and carries exactly the attributes that transition
+    requires (README.md, "The QP state machine"), with the values NCCL uses (the constants above; remote
+    peers may read and write our memory). On InfiniBand (gid_index None) the peer is addressed by its LID; on
+    RoCE (gid_index given) by its GID, from our GID at gid_index. The path MTU is one both ports can carry.
     """
     raise NotImplementedError("TODO(06.connect): not implemented yet")
 
 
 def recover(ep: Endpoint, remote: dict, *, gid_index: int | None = None) -> list[v.ibv_wc]:
-    """After an error: collect every completion still in ep.cq (the failed WR and the flushed ones), then
-    connect again. Returns the collected completions, oldest first. (Moving a QP to RESET discards its
-    completions that were not polled yet, so collect them first.)"""
+    """After an error: bring ep back to RTS, connected to ``remote`` again, and return every completion that
+    was still in ep.cq (the failed WR and the ones flushed after it), oldest first."""
     raise NotImplementedError("TODO(06.recover): not implemented yet")

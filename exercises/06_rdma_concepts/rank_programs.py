@@ -23,13 +23,13 @@ def wc(done: v.ibv_wc) -> dict[str, Any]:
 
 def _endpoint(mod: Any, ctx: v.ibv_context, size: int, access: int, psn: int, depth: int = 16) -> Any:
     """A trusted Endpoint (the student's dataclass), built without the student's create_endpoint."""
-    pd = v.ibv_alloc_pd(ctx)
-    cq = v.ibv_create_cq(ctx, 2 * depth)
-    buf = bytearray(size)
-    mr = v.ibv_reg_mr(pd, buf, access)
-    cap = v.ibv_qp_cap(max_send_wr=depth, max_recv_wr=depth)
-    qp = v.ibv_create_qp(pd, v.ibv_qp_init_attr(send_cq=cq, recv_cq=cq, cap=cap))
-    return mod.Endpoint(ctx, pd, cq, qp, buf, mr, psn)
+    pd, memory = v.ibv_alloc_pd(ctx), bytearray(size)
+    region = v.ibv_reg_mr(pd, memory, access)
+    cq = v.ibv_create_cq(ctx, 4 * depth)  # roomy: these endpoints are the judge's, not graded
+    qp = v.ibv_create_qp(
+        pd, v.ibv_qp_init_attr(send_cq=cq, recv_cq=cq, cap=v.ibv_qp_cap(max_send_wr=depth, max_recv_wr=depth))
+    )
+    return mod.Endpoint(ctx, pd, cq, qp, memory, region, psn)
 
 
 def _wired(ep: Any, peer: Any, qp_access: int = RW, rnr_retry: int = 7) -> None:
@@ -45,16 +45,16 @@ def _wired(ep: Any, peer: Any, qp_access: int = RW, rnr_retry: int = 7) -> None:
 
 def _info(ep: Any, gid_index: int | None = None) -> dict[str, Any]:
     """The out-of-band blob, built by trusted code (the student's local_info is tested on its own)."""
-    gid = None if gid_index is None else v.ibv_query_gid(ep.ctx, 1, gid_index)
-    return {
-        "lid": ep.ctx.lid,
-        "gid": gid,
-        "mtu": ep.ctx.active_mtu,
-        "qp_num": ep.qp.qp_num,
-        "psn": ep.psn,
-        "addr": ep.mr.addr,
-        "rkey": ep.mr.rkey,
-    }
+    mr, qp = ep.mr, ep.qp
+    return dict(
+        lid=ep.ctx.lid,
+        gid=None if gid_index is None else v.ibv_query_gid(ep.ctx, 1, gid_index),
+        mtu=ep.ctx.active_mtu,
+        qp_num=qp.qp_num,
+        psn=ep.psn,
+        addr=mr.addr,
+        rkey=mr.rkey,
+    )
 
 
 def _pair(ctx: Any, size_a: int = 256, size_b: int = 256, access_b: int = RW, qp_access_b: int = RW) -> tuple:

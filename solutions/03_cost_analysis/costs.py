@@ -1,13 +1,16 @@
 """What collectives cost in the alpha-beta model, and the message size where one algorithm overtakes another.
 
 Hockney's model: one message of m bytes costs alpha + m * beta; reducing m bytes costs m * gamma. An algorithm
-is then a * alpha + b * n * beta + c * n * gamma, where the counts a, b, c depend on p and on the algorithm.
-Sources: the cost comments in MPICH (pmodels/mpich src/mpi/coll/), from R. Thakur, R. Rabenseifner and
+costs (messages on its critical path) * alpha + (bytes sent on it) * beta + (bytes reduced on it) * gamma;
+finding those three counts for each algorithm, as functions of p, is the exercise (README.md).
+Sources: the algorithms of MPICH (pmodels/mpich src/mpi/coll/), from R. Thakur, R. Rabenseifner and
 W. Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA 19(1), 2005
 (ground-truth.md §2).
 Check: `grade exercise 03`.
 Units: seconds, bytes, seconds per byte. p ranks; n = bytes of the vector every rank holds (all-reduce);
-block = bytes one rank sends to EACH other rank (all-to-all). lg p = log2 p.
+block = bytes one rank sends to EACH other rank (all-to-all). Every algorithm runs in lock step: all ranks
+take step s at the same time, and a rank sends, receives and reduces in the same step. p = 1 costs nothing.
+Chunks may be fractional (n / p bytes): the model counts bytes, not whole elements.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ import math
 
 
 def _ceil_lg(p: int) -> int:
-    """ceil(log2 p): rounds of a binomial tree, or of Bruck's algorithm."""
+    """ceil(log2 p) for p >= 1."""
     return (p - 1).bit_length()
 
 
 def _floor_lg(p: int) -> int:
-    """floor(log2 p): rounds of recursive doubling among the largest power of two <= p."""
+    """floor(log2 p) for p >= 1: the exponent of the largest power of two <= p."""
     return p.bit_length() - 1
 
 
@@ -30,8 +33,9 @@ def _floor_lg(p: int) -> int:
 
 
 def ring_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float = 0.0) -> float:
-    """Ring all-reduce (reduce-scatter + all-gather, any p; MPICH allreduce_intra_ring.c):
-    2(p-1) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma."""
+    """Seconds for a ring all-reduce of an n-byte vector on p ranks (any p; MPICH allreduce_intra_ring.c,
+    exercise 02): a reduce-scatter then an all-gather around the ring, the vector cut into p equal chunks,
+    each step one message from every rank to its next neighbour."""
     ### BEGIN SOLUTION 03.alpha_beta
     share = (p - 1) / p  # each of the 2(p-1) steps moves one chunk of n/p bytes
     return 2 * (p - 1) * alpha + 2 * share * n * beta + share * n * gamma
@@ -39,11 +43,12 @@ def ring_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: floa
 
 
 def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float = 0.0) -> float:
-    """Binomial-tree reduce to rank 0, then binomial-tree broadcast, each ceil(lg p) rounds of the whole
-    vector (MPICH: binomial reduce lgp (alpha + n beta + n gamma), bcast_intra_binomial.c
-    lgp (alpha + n beta)): 2 ceil(lg p) alpha + 2 ceil(lg p) n beta + ceil(lg p) n gamma."""
+    """Seconds for a binomial-tree reduce of the n-byte vector to rank 0 followed by a binomial-tree broadcast
+    of the result from rank 0 (exercise 01's reduce and broadcast; MPICH reduce_intra_binomial.c and
+    bcast_intra_binomial.c), any p. Every message carries the whole vector (no pipelining)."""
     ### BEGIN SOLUTION 03.alpha_beta
     rounds = _ceil_lg(p)  # exercise 01's broadcast: ceil(log2 p) rounds, for any p
+    # the root receives (and reduces) one whole vector per round, then sends one per round
     return 2 * rounds * (alpha + n * beta) + rounds * n * gamma
     ### END SOLUTION
 
@@ -51,10 +56,10 @@ def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: floa
 def recursive_doubling_allreduce_time(
     p: int, n: float, alpha: float, beta: float, gamma: float = 0.0
 ) -> float:
-    """Recursive doubling (allreduce_intra_recursive_doubling.c): lg p (alpha + n beta + n gamma) when p is a
-    power of two. Otherwise, with k = floor(lg p), the extra ranks first fold their vector in (one message and
-    one reduction) and get the result back at the end (one more message), exercise 02's algorithm:
-    (k + 2) alpha + (k + 2) n beta + (k + 1) n gamma."""
+    """Seconds for a recursive-doubling all-reduce (MPICH allreduce_intra_recursive_doubling.c): partners at
+    distance 1, 2, 4, ... exchange their whole vectors and reduce. For p not a power of two, exercise 02's
+    scheme: the ranks beyond the largest power of two first fold their vector into a partner inside it, and
+    get the result back from that partner at the end."""
     ### BEGIN SOLUTION 03.alpha_beta
     k = _floor_lg(p)
     extra = 0 if p == 1 << k else 1  # fold + unfold: two messages, one reduction
@@ -63,10 +68,11 @@ def recursive_doubling_allreduce_time(
 
 
 def rabenseifner_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float = 0.0) -> float:
-    """Rabenseifner: reduce-scatter by recursive halving, all-gather by recursive doubling
-    (allreduce_intra_reduce_scatter_allgather.c), exactly as MPICH's comment gives it.
-    p a power of two: 2 lg p alpha + 2 (p-1)/p n beta + (p-1)/p n gamma.
-    Otherwise:        (2 floor(lg p) + 2) alpha + (2 (p-1)/p + 2) n beta + (1 + (p-1)/p) n gamma."""
+    """Seconds for Rabenseifner's all-reduce (MPICH allreduce_intra_reduce_scatter_allgather.c): a
+    reduce-scatter by recursive halving (each step a rank sends half of the part it is still responsible for
+    to its partner and reduces the half it receives), then an all-gather by recursive doubling. For p not a
+    power of two, the same fold-in before and hand-back after as recursive doubling. (MPICH's source comment
+    states this case's cost with p where the power-of-two core has fewer ranks; both counts are accepted.)"""
     ### BEGIN SOLUTION 03.alpha_beta
     share = (p - 1) / p
     k = _floor_lg(p)
@@ -78,18 +84,18 @@ def rabenseifner_allreduce_time(p: int, n: float, alpha: float, beta: float, gam
 
 
 def pairwise_alltoall_time(p: int, block: float, alpha: float, beta: float) -> float:
-    """Pairwise exchange (alltoall_intra_pairwise.c): p-1 steps, each sending one block to one peer.
-    MPICH writes it (p-1) alpha + n beta with n = (p-1) block, the bytes sent to all other ranks."""
+    """Seconds for a pairwise-exchange all-to-all (MPICH alltoall_intra_pairwise.c): every rank sends its
+    block to each other rank in its own step, one peer per step."""
     ### BEGIN SOLUTION 03.alpha_beta
     return (p - 1) * (alpha + block * beta)
     ### END SOLUTION
 
 
 def bruck_alltoall_time(p: int, block: float, alpha: float, beta: float) -> float:
-    """Bruck et al. 1997 (alltoall_intra_brucks.c): ceil(lg p) steps; in step k every rank sends, in one
-    message, each block b in 1..p-1 whose bit k is set. Cost: ceil(lg p) alpha + (number of such (k, b)
-    pairs) block beta, which for p a power of two is lg p alpha + (p/2) lg p block beta, MPICH's
-    "lgp.alpha + (n/2).lgp.beta" with n = p * block."""
+    """Seconds for Bruck's all-to-all (Bruck et al. 1997; MPICH alltoall_intra_brucks.c), any p. A block
+    headed for the rank at distance b (1 <= b < p) travels in hops of 2^k, one for each bit k set in b; in
+    step k every rank sends, in ONE message to the rank 2^k ahead, every block that takes that hop. The local
+    rotations before and after cost nothing here."""
     ### BEGIN SOLUTION 03.alpha_beta
     steps = _ceil_lg(p)
     # store-and-forward: a block travels once for every 1 bit of its distance b
@@ -99,13 +105,13 @@ def bruck_alltoall_time(p: int, block: float, alpha: float, beta: float) -> floa
 
 
 # ------------------------------------------------------------------------------------------------------------
-# 03.crossover: T_other(n) - T_ring(n) = (a_o - a_r) alpha + n ((b_o - b_r) beta + (c_o - c_r) gamma)
+# 03.crossover
 
 
 def crossover(d_alpha: float, d_bytes: float) -> float:
-    """Smallest n >= 0 from which the ring is at least as fast as another algorithm, given
-    T_other(n) - T_ring(n) = d_alpha + n * d_bytes: 0.0 if the ring is never slower (d_alpha >= 0),
-    math.inf if it never catches up (d_alpha < 0 and d_bytes <= 0), else the n where the two are equal."""
+    """Smallest n >= 0 from which the ring is at least as fast as another algorithm, given that
+    T_other(n) - T_ring(n) = d_alpha + n * d_bytes for every n (d_alpha in seconds, d_bytes in seconds per
+    byte). 0.0 if the ring is at least as fast for every n >= 0; math.inf if it is slower for every n."""
     ### BEGIN SOLUTION 03.crossover
     if d_alpha >= 0:
         return 0.0  # the ring has no more latency terms, and never more bytes: it wins from the start
@@ -117,9 +123,7 @@ def crossover(d_alpha: float, d_bytes: float) -> float:
 
 def crossover_ring_tree(p: int, alpha: float, beta: float, gamma: float = 0.0) -> float:
     """Bytes n at which ring_allreduce_time and tree_allreduce_time are equal; below it the tree is faster.
-    Closed form from the two cost formulas: n* = (2(p-1) - 2L) alpha / ((2L - 2(p-1)/p) beta +
-    (L - (p-1)/p) gamma) with L = ceil(lg p). Return 0.0 if the ring is never slower (p <= 3), math.inf if
-    it is never faster."""
+    A closed form from your two cost models, not a numerical search. 0.0 and math.inf as in `crossover`."""
     ### BEGIN SOLUTION 03.crossover
     lg, share = _ceil_lg(p), (p - 1) / p
     d_alpha = (2 * lg - 2 * (p - 1)) * alpha  # the tree has fewer latencies ...
@@ -130,8 +134,7 @@ def crossover_ring_tree(p: int, alpha: float, beta: float, gamma: float = 0.0) -
 
 def crossover_ring_recursive_doubling(p: int, alpha: float, beta: float, gamma: float = 0.0) -> float:
     """Bytes n at which ring_allreduce_time and recursive_doubling_allreduce_time are equal (below it,
-    recursive doubling is faster); same conventions as crossover_ring_tree. For p = 2 and gamma = 0 both
-    move n bytes and recursive doubling has one latency less: math.inf."""
+    recursive doubling is faster); same conventions as crossover_ring_tree."""
     ### BEGIN SOLUTION 03.crossover
     k, share = _floor_lg(p), (p - 1) / p
     extra = 0 if p == 1 << k else 1

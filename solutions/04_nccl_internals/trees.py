@@ -23,10 +23,9 @@ from __future__ import annotations
 
 
 def btree(nranks: int, rank: int) -> dict:
-    """ncclGetBtree. bit = the lowest set bit of rank (for rank 0: the first power of two >= nranks).
-    Root 0: no parent, one child bit >> 1 (none if nranks == 1).
-    Others: parent (rank ^ bit) | (bit << 1), or rank ^ bit if that is >= nranks; lowbit = bit >> 1;
-    children rank - lowbit, and rank + lowbit halving lowbit until it is < nranks (none when lowbit is 0)."""
+    """`rank`'s place in NCCL's binary tree over `nranks` ranks, as ncclGetBtree (src/graph/trees.cc) builds
+    it: {"parent": its parent, or -1 for the root (rank 0), "children": its 0, 1 or 2 children}. The tree
+    for 14 ranks is drawn above."""
     ### BEGIN SOLUTION 04.trees
     bit = 1
     while bit < nranks and not bit & rank:  # lowest set bit; rank 0 runs off to the top
@@ -49,9 +48,9 @@ def btree(nranks: int, rank: int) -> dict:
 
 
 def dtree(nranks: int, rank: int) -> list[dict]:
-    """ncclGetDtree: [tree 0, tree 1]. Tree 0 is btree. Tree 1, for an even nranks, mirrors it: run btree on
-    nranks-1-rank and map every answer x to nranks-1-x. For an odd nranks it shifts it: run btree on
-    (rank-1) mod nranks and map x to (x+1) mod nranks."""
+    """`rank`'s place in NCCL's double binary tree (ncclGetDtree, src/graph/trees.cc): [tree 0, tree 1], each
+    in btree's format. Tree 0 is btree's tree; tree 1 is the second tree NCCL derives from it (README.md,
+    "The double binary tree": mirrored for an even nranks, shifted by one for an odd one)."""
     ### BEGIN SOLUTION 04.trees
     if nranks % 2 == 1:
         mine, back = (rank - 1) % nranks, lambda x: (x + 1) % nranks  # shift by one

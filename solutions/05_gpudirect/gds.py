@@ -3,9 +3,8 @@ host memory.
 
 Without GDS each GPU copies its shard into host memory (cudaMemcpy to a pinned buffer) and the drive then
 DMAs it from there; with GDS the drive DMAs straight to or from GPU memory over PCIe (cuFile; NVIDIA GDS
-overview guide: "avoids a bounce buffer through the CPU"). Every flow takes topo.path; all flows of a phase
-share the links, and a phase lasts as long as its most loaded link or device:
-    T = max over directed links l and devices d of (bytes through l) / bandwidth(l), (bytes at d) / rate(d).
+overview guide: "avoids a bounce buffer through the CPU"). Every flow takes topo.path, and all flows of a
+phase share the links and devices (README.md, "The model of gds.py").
 Bandwidths are in GB/s = 1e9 B/s (coursekit/pcie_topologies.yml says where each comes from). Check:
 `grade exercise 05`.
 """
@@ -44,12 +43,10 @@ def device_rate(topo: Topology, node: str, *, reading: bool) -> float | None:
 
 
 def phase_seconds(topo: Topology, flows: list[tuple[str, str, float]]) -> float:
-    """Seconds for all ``flows`` (src, dst, bytes) to finish when they run at the same time.
-
-    Each flow loads every link of topo.path(src, dst) in its direction (PCIe is full duplex: a->b and b->a
-    are separate), its source device by device_rate(src, reading=True) and its destination by
-    device_rate(dst, reading=False). The answer is the largest load / bandwidth over all of them; 0.0 for
-    no flows. Link bandwidths: topo.link(a, b).gbps.
+    """Seconds for all ``flows`` (src, dst, bytes) to finish when they run at the same time, each on
+    topo.path(src, dst), under the README's model: links are full duplex at topo.link(a, b).gbps per
+    direction; a source is read at device_rate(src, reading=True) and a destination written at
+    device_rate(dst, reading=False) (None: no limit). 0.0 for no flows.
     """
     ### BEGIN SOLUTION 05.checkpoint
     link_bytes: dict[tuple[str, str], float] = {}
@@ -74,13 +71,10 @@ def phase_seconds(topo: Topology, flows: list[tuple[str, str, float]]) -> float:
 def checkpoint_seconds(
     topo: Topology, *, total_bytes: float, placement: dict[str, list[str]], gds: bool, op: str
 ) -> float:
-    """Seconds to save (op="save") or restore (op="restore") a checkpoint sharded evenly over the GPUs in
-    ``placement``; each GPU's shard is striped evenly over its list of storage devices.
-
-    With GDS: one phase, GPU <-> device directly. Without GDS: two phases one after the other (torch.save
-    copies each storage to the CPU, then writes it: torch/serialization.py _save): GPU -> host memory of
-    topo.local_cpu(gpu), then host memory -> devices; a restore runs the same two phases in reverse. Raise
-    ValueError for another op.
+    """Seconds to save (op="save") or restore (op="restore") a checkpoint of ``total_bytes`` sharded evenly
+    over the GPUs in ``placement``, each GPU's shard striped evenly over its list of storage devices, with
+    GPUDirect Storage (gds=True) or without it, as README.md's model moves the bytes. ValueError for another
+    op.
     """
     ### BEGIN SOLUTION 05.checkpoint
     if op not in ("save", "restore"):

@@ -16,6 +16,7 @@ checkpoint times that forget a link, a direction or a phase.
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
@@ -54,7 +55,44 @@ CHAIN = {
         ["cpu1", "e", "gen3x4"],
     ],
 }
-TOPOLOGIES = {name: pcie.load(name) for name in pcie.names()} | {"chain": pcie.Topology.from_dict(CHAIN)}
+
+
+def drawn(seed: int) -> dict[str, Any]:
+    """A server drawn by the judge: 1-3 sockets, root switches with nested switches, and GPUs (cc 70-100,
+    with or without GDR and NVLink), NICs and drives hung off switches or straight off a CPU's root port."""
+    rng = random.Random(seed)
+    nodes: dict[str, dict[str, Any]] = {}
+    links: list[list[Any]] = []
+    cpus = [f"cpu{i}" for i in range(rng.randint(1, 3))]
+    for i, cpu in enumerate(cpus):
+        nodes[cpu] = {"kind": "CPU"}
+        if i:
+            links.append([cpus[i - 1], cpu, "sys", rng.choice([20.0, 40.0, 64.0])])
+    parents = list(cpus)
+    for s in range(rng.randint(1, 6)):
+        nodes[f"sw{s}"] = {"kind": "PCI"}
+        links.append([rng.choice(parents), f"sw{s}", f"gen{rng.randint(3, 5)}x{rng.choice([8, 16])}"])
+        parents.append(f"sw{s}")
+    counts = {"GPU": rng.randint(1, 6), "NIC": rng.randint(1, 4), "NVME": rng.randint(1, 3)}
+    for kind, count in counts.items():
+        for i in range(count):
+            name = f"{kind.lower()}{i}"
+            if kind == "GPU":
+                attrs = {"cc": rng.choice([70, 75, 80, 90, 100]), "gdr": rng.random() < 0.85}
+                attrs["nvlink"] = rng.random() < 0.5
+            elif kind == "NIC":
+                attrs = {"gdr": rng.random() < 0.85, "gbps": rng.choice([12.5, 25.0, 50.0])}
+            else:
+                attrs = {"read_gbps": rng.choice([3.0, 6.5, 13.0]), "write_gbps": rng.choice([1.5, 3.5, 9.0])}
+            nodes[name] = {"kind": kind, **attrs}
+            links.append([rng.choice(parents), name, f"gen{rng.randint(3, 5)}x{rng.choice([4, 8, 16])}"])
+    return {"nodes": nodes, "links": links}
+
+
+DRAWN = {f"drawn{s}": pcie.Topology.from_dict(drawn(20260316 + s), f"drawn{s}") for s in range(4)}
+TOPOLOGIES = (
+    {name: pcie.load(name) for name in pcie.names()} | {"chain": pcie.Topology.from_dict(CHAIN)} | DRAWN
+)
 
 
 def many(world: World, module: str, function: str, topo: pcie.Topology, calls: list[tuple]) -> list[Any]:

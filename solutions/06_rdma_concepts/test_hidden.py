@@ -12,6 +12,7 @@ driver assign them.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -204,6 +205,20 @@ class TestSendRecv:
         for i, (g, p) in enumerate(zip(got, payloads, strict=True)):
             assert g == p.hex(), f"message {i}: got {g}, sent {p.hex()} (exactly byte_len bytes, in order)"
 
+    @pytest.mark.concept("message_stream")
+    @pytest.mark.parametrize("seed", [1, 2])
+    def test_stream_drawn_by_the_judge(self, world: World, seed: int) -> None:
+        # queue depths, slot sizes and message counts the public checks never use (depth 3..11, odd too)
+        rng = random.Random(20260316 + seed)
+        depth, slot = rng.randint(3, 11), rng.randint(5, 24)
+        count = rng.randint(2 * depth + 1, 5 * depth)
+        payloads = [bytes(rng.randrange(256) for _ in range(rng.randint(0, slot))) for _ in range(count)]
+        out = run(world, "send_many", payloads=[p.hex() for p in payloads], depth=depth, slot=slot)
+        got = out["got"]
+        assert got == [p.hex() for p in payloads], (
+            f"{count} messages through {depth}-deep queues with {slot}-byte slots: got {got}"
+        )
+
 
 # ------------------------------------------------------------------------------------------------------------
 # 06.rdma_write
@@ -217,7 +232,7 @@ def write(world: World, **kw: Any) -> Any:
 @pytest.mark.part("06.rdma_write")
 class TestRdmaWrite:
     @pytest.mark.concept("one_sided_write")
-    @pytest.mark.parametrize("offset", [0, 10, 253])
+    @pytest.mark.parametrize("offset", [0, 10, 253, *random.Random(20260316).sample(range(1, 253), 2)])
     def test_write_lands_and_is_silent(self, world: World, offset: int) -> None:
         out = write(world, offset=offset)
         status(out["done"], v.IBV_WC_SUCCESS, f"RDMA WRITE at offset {offset}")
@@ -278,7 +293,16 @@ def read(world: World, **kw: Any) -> Any:
 @pytest.mark.part("06.rdma_read")
 class TestRdmaRead:
     @pytest.mark.concept("one_sided_read")
-    @pytest.mark.parametrize(("offset", "length"), [(5, 6), (0, 256), (250, 6), (17, 0)])
+    @pytest.mark.parametrize(
+        ("offset", "length"),
+        [
+            (5, 6),
+            (0, 256),
+            (250, 6),
+            (17, 0),
+            *((o, random.Random(o).randint(1, 256 - o)) for o in (3, 91, 200)),
+        ],
+    )
     def test_read_brings_the_bytes(self, world: World, offset: int, length: int) -> None:
         out = read(world, offset=offset, length=length)
         remote = bytes((7 * i + 3) % 256 for i in range(256))
