@@ -59,6 +59,8 @@ GENERIC_LINES: dict[str, str] = {
     "return max(times, default=0.0)": "the slowest of several times",
     "for i, p in enumerate(self.params):": "looping over a model's parameters",
     '"gpus": gpus,': "naming a field after its variable",
+    "qp = ep.qp": "06's rank program reads the endpoint the student built",
+    '"psn": ep.psn,': "06's rank program reports a field of the endpoint the student built",
 }
 """Lines of reference bodies that are no answer: idioms any solution and any given code share."""
 
