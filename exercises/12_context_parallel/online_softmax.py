@@ -2,10 +2,10 @@
 
 For the queries q and one block j of keys and values, with scores z = q k_j^T / sqrt(D):
     out_j = softmax(z) v_j        lse_j = log sum_k exp(z_k)        (per query row, per head)
-Softmax over the union of two blocks a and b weighs each block by its share of the normaliser, so
-    lse = log(exp(lse_a) + exp(lse_b))        out = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b
-is EXACT, in any order (online softmax: Milakov & Gimelshein 2018, arXiv 1805.02867; FlashAttention, Dao
-et al. 2022, arXiv 2205.14135, §3.1). Ring attention (Liu et al. 2023, arXiv 2310.01889) merges P blocks so.
+Softmax over the union of two blocks weighs each block by its share of the joint normaliser, so two partial
+results merge EXACTLY, in any order, from their (out, lse) alone (online softmax: Milakov & Gimelshein 2018,
+arXiv 1805.02867; FlashAttention, Dao et al. 2022, arXiv 2205.14135, §3.1). Ring attention (Liu et al. 2023,
+arXiv 2310.01889) merges P blocks so.
 Check: `grade exercise 12`.
 Shapes: B batch, Sq / Sk query / key tokens, H heads, D head dim; tensors are (B, S, H, D), flash-attn's
 layout. lse is (B, Sq, H). q_pos (Sq,) and k_pos (Sk,) are GLOBAL token indices: with a causal mask, query i

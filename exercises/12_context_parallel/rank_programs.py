@@ -81,3 +81,42 @@ def region(ctx: Any, *, which: str, x: torch.Tensor, dy: torch.Tensor) -> dict[s
         y = fn.apply(x, None)
         y.backward(dy)
     return {"y": y.detach(), "x_grad": x.grad, "bytes": a2a.calls}
+
+
+def ring_overlap(ctx: Any, *, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, Any]:
+    """Non-causal ring_attention_forward, recording the order of isends and block computations.
+
+    `block_attention` and `merge_attention` are looked up in ring_attention's namespace at call time, so
+    wrapping them there sees each block's compute; `dist.isend` is wrapped for the duration. Returns
+    "events": "send" or "compute" in the order they happened.
+    """
+    ring = ctx.submission("ring_attention")
+    events: list[str] = []
+    originals = {name: getattr(ring, name, None) for name in ("block_attention", "merge_attention")}
+    isend = dist.isend
+
+    def compute(name: str):  # record the first call of each pair (block_attention, then its merge)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if name == "block_attention" or not events or events[-1] != "compute":
+                events.append("compute")
+            return originals[name](*args, **kwargs)
+
+        return wrapper
+
+    def sending(*args: Any, **kwargs: Any) -> Any:
+        events.append("send")
+        return isend(*args, **kwargs)
+
+    try:
+        for name, original in originals.items():
+            if original is not None:
+                setattr(ring, name, compute(name))
+        dist.isend = sending
+        q, k, v = (t.to(ctx.device) for t in (q, k, v))
+        ring.ring_attention_forward(q, k, v, causal=False, layout="contiguous")
+    finally:
+        dist.isend = isend
+        for name, original in originals.items():
+            if original is not None:
+                setattr(ring, name, original)
+    return {"events": events}

@@ -24,18 +24,19 @@ import torch.distributed as dist
 
 def seq_to_head(x: torch.Tensor, group=None) -> torch.Tensor:
     """(B, s, H, D), my tokens of every head -> (B, S, H/P, D), every token of my heads: head group r on rank
-    r, rank j's tokens at rows j*s.. . One dist.all_to_all_single. ValueError if H is not divisible by P."""
+    r, rank j's tokens at rows j*s.. . One all-to-all (dist.all_to_all_single, or dist.all_to_all with lists).
+    ValueError if H is not divisible by P."""
     raise NotImplementedError("TODO(12.ulysses_all_to_all): not implemented yet")
 
 
 def head_to_seq(x: torch.Tensor, group=None) -> torch.Tensor:
     """(B, S, H/P, D), every token of my heads -> (B, s, H, D), my tokens of every head. The inverse of
-    seq_to_head. One dist.all_to_all_single."""
+    seq_to_head. One all-to-all (dist.all_to_all_single, or dist.all_to_all with lists)."""
     raise NotImplementedError("TODO(12.ulysses_all_to_all): not implemented yet")
 
 
 class SeqToHead(torch.autograd.Function):
-    """Forward: seq_to_head. Backward: head_to_seq of the gradient (a permutation's adjoint: its inverse)."""
+    """Forward: seq_to_head. Backward: the gradient of the input (B, s, H, D)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
@@ -47,7 +48,7 @@ class SeqToHead(torch.autograd.Function):
 
 
 class HeadToSeq(torch.autograd.Function):
-    """Forward: head_to_seq. Backward: seq_to_head of the gradient."""
+    """Forward: head_to_seq. Backward: the gradient of the input (B, S, H/P, D)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:

@@ -5,8 +5,8 @@
 
 Chunk c of rank r is virtual stage s = c*p + r; stage s's neighbours are stages s-1 and s+1, which live on
 ranks (r-1) % p and (r+1) % p. The last stage (S-1 = v*p - 1, on rank p-1) turns its output into the loss.
-Loss of the whole batch = mean over microbatches, so each microbatch's loss is divided by m before backward
-(Megatron-LM schedules.py forward_step_calc_loss: `output_tensor /= num_microbatches`).
+The gradients must be those of the batch's loss, the mean over microbatches (Megatron-LM schedules.py,
+forward_step_calc_loss).
 Check: `grade exercise 13`. Shapes: b rows per microbatch, H hidden width (every stage maps (b, H) -> (b, H)).
 """
 

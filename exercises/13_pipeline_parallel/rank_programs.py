@@ -25,13 +25,18 @@ def build_stage(weight: torch.Tensor, bias: torch.Tensor) -> nn.Module:
 def pipeline(
     ctx: Any,
     *,
+    schedule: str,
     actions: list[list[Any]],
     weights: list[torch.Tensor],
     biases: list[torch.Tensor],
     inputs: list[torch.Tensor],
     targets: list[torch.Tensor],
 ) -> dict[str, Any]:
-    """Run `executor.run_pipeline` on this rank's chunks; return its outputs and every chunk's gradients."""
+    """Run `executor.run_pipeline` on this rank's chunks; return its outputs and every chunk's gradients.
+
+    `schedule` names the kind of schedule ("gpipe", "1f1b", "random", "interleaved"); it is not used here,
+    but the grader's hang policy keys on it, so a deadlock on one kind does not skip the others.
+    """
     executor = ctx.submission("executor")
     p, r = ctx.world_size, ctx.rank
     num_chunks = len(weights) // p

@@ -58,11 +58,14 @@ def dispatch_combine(ctx: Any, **inputs: Any) -> dict[str, Any]:
         recv_x, plan = moe.dispatch(a["x"], a["experts"], a["keep"], a["num_experts"])
         local = a["num_experts"] // ctx.world_size
         # the layout contract: rows grouped by source rank, then local expert (counts in plan.recv_counts)
-        counts = plan.recv_counts.reshape(-1).to(torch.int64)
-        expert_of_row = (
-            torch.arange(local, device=ctx.device).repeat(ctx.world_size).repeat_interleave(counts)
-        )
-        scale = (ctx.rank * local + expert_of_row + 1).to(recv_x.dtype).unsqueeze(1)  # (N_recv, 1)
+        labels = [
+            e
+            for source in range(ctx.world_size)
+            for e in range(local)
+            for _ in range(int(plan.recv_counts.reshape(ctx.world_size, local)[source, e]))
+        ]
+        label = torch.tensor(labels, dtype=torch.int64, device=ctx.device)  # (N_recv,) local expert of a row
+        scale = (ctx.rank * local + label + 1).to(recv_x.dtype).unsqueeze(1)  # (N_recv, 1)
         y = moe.combine(recv_x * scale, plan, a["gates"])
     return {
         "recv_x": recv_x,

@@ -21,7 +21,7 @@ FORBID = ["all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "re
 @pytest.mark.part("14.routing")
 @pytest.mark.concept("capacity_formula")
 def test_capacity(world: World) -> None:
-    for args, expected in [((16, 4, 2, 1.25), 10), ((10, 4, 1, 1.0), 3)]:  # ceil(k T cf / E)
+    for args, expected in [((16, 4, 2, 1.25), 10), ((10, 4, 1, 1.0), 3)]:  # (T, E, k, cf) -> C
         [res] = world.call("moe", "expert_capacity", args=[args])
         assert res.returned == expected, f"expert_capacity{args}: got {res.returned!r}, expected {expected}"
 

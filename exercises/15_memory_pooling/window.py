@@ -5,16 +5,11 @@ does nothing. gloo has only two-sided send/recv, so the target must take part. W
 active-target mode does (MPI_Win_fence(3), docs.open-mpi.org): get/put only queue an operation; the collective
 fence() carries every queued operation to its owner, which checks and serves it, and returns the results.
 
-One fence, on rank r of p, with ops queued for owners t (any rank, r included):
-  own ops         served straight from self.pool, before any message
-  round k=1..p-1  to = r+k, frm = r-k (mod p), as in exercise 01's pairwise exchange:
-    request   -> to   : count [1], then if count > 0: descriptors [count, 4] = (write, id, offset, nbytes),
-                        then the put payloads, concatenated (uint8), if there are any
-    serve the ops frm sent me, in its order, through self.pool with requester = frm
-    reply     -> frm  : status per op [count] (0 = done, else AccessError.code), then the bytes of the
-                        successful gets, concatenated (uint8), if there are any
+The contract of one fence, on every rank: ops on my own memory are served from self.pool with no message;
+every other op is checked and served by its owner, on behalf of the origin, and its result comes back.
+Only point-to-point messages, and no deadlock whatever each rank queued (nothing at all, included).
 Control travels as int64 and data as uint8: each put's bytes cross the wire once, each successful get's
-once, and nothing else does. A message nobody needs (empty) is not sent, and both sides know it is empty.
+once, and nothing else does. How the ranks agree on who sends what to whom, and when, is the part.
 Within one fence, ops from one origin to one owner take effect in the order queued; as in MPI, two origins
 touching the same bytes in one epoch (one of them writing) get an unspecified result.
 Check: `grade exercise 15`.
@@ -63,9 +58,8 @@ class Window:
             return err
 
     def _round(self, frm: int, to: int, mine: list[tuple], dev: torch.device) -> list:
-        """One round of the fence: my ops for `to` go out, frm's ops on my pool are served and answered.
-
-        Returns the results of `mine`, in order. (A suggested split of fence(); you may restructure.)
+        """A suggested helper for fence(): send my ops for `to`, serve the ops `frm` sends me, and return
+        the results of `mine`, in order. You may restructure fence() as you like.
         """
         raise NotImplementedError("TODO(15.one_sided): not implemented yet")
 

@@ -1,12 +1,12 @@
 """Ring attention: every rank keeps its queries and passes its key/value block around the ring.
 
-Each of P ranks holds s = S/P tokens of q, k and v. At step i (i = 0..P-1) rank r holds the k/v block of rank
-(r - i) mod P: it attends its queries to that block, merges the result with online softmax, and passes the
-block on to r+1 while it computes (Liu, Zaharia & Abbeel 2023, "Ring Attention with Blockwise Transformers",
-arXiv 2310.01889). After P-1 passes every query has seen every key, and no rank ever held more than two
+Each of P ranks holds s = S/P tokens of q, k and v. At every step a rank attends its queries to the k/v
+block it holds, merges the result with online softmax, and passes the block on to r+1 while it computes
+(Liu, Zaharia & Abbeel 2023, "Ring Attention with Blockwise Transformers", arXiv 2310.01889). After P-1
+passes every query has seen every key, and no rank ever held more than two
 blocks. Causal masking makes the work lopsided: with contiguous shards, rank 0's queries see only its own
-block while rank P-1's see all P. The zig-zag layout cuts the sequence into 2P chunks and gives rank r chunks
-r and 2P-1-r, an early one and a late one, so every rank does the same work at every step
+block while rank P-1's see all P. The zig-zag layout cuts the sequence into 2P chunks and gives every rank an
+early one and a late one, so that every rank does the same work at every step
 (zhuzilin/ring-flash-attention, zigzag_ring_flash_attn.py; the HF Ultra-Scale Playbook, context parallelism).
 Check: `grade exercise 12`.
 Shapes: B batch, S tokens in all, P ranks, s = S/P, H heads, D head dim; q, k, v, out are (B, s, H, D), lse
@@ -25,9 +25,10 @@ LAYOUTS = ("contiguous", "zigzag")
 def shard_positions(S: int, P: int, rank: int, layout: str) -> torch.Tensor:
     """Global positions (s,) int64 of rank `rank`'s tokens, in the order the rank stores them.
 
-    contiguous: rank*s .. rank*s + s - 1. zigzag: cut 0..S-1 into 2P chunks of c = S/(2P); rank r holds
-    chunk r, then chunk 2P-1-r. Raises ValueError if S does not divide evenly (by P, or by 2P for zigzag) or
-    the layout is unknown.
+    contiguous: rank*s .. rank*s + s - 1. zigzag: cut 0..S-1 into 2P equal chunks; rank r holds chunk r (its
+    early chunk) and then one late chunk, chosen so that every rank does the same causal work at every ring
+    step (README, "Causal load balance"). Raises ValueError if S does not divide evenly (by P, or by 2P for
+    zigzag) or the layout is unknown.
     """
     ### BEGIN SOLUTION 12.load_balance
     if layout == "contiguous":
@@ -47,7 +48,8 @@ def shard_positions(S: int, P: int, rank: int, layout: str) -> torch.Tensor:
 
 def causal_work(S: int, P: int, layout: str) -> list[list[int]]:
     """work[r][i]: the (query, key) pairs with key position <= query position between rank r's queries and
-    the block it holds at ring step i (rank (r - i) mod P's keys). The cost of step i on rank r."""
+    the block it holds at ring step i (step 0: its own block; blocks move to r+1 between steps). The cost
+    of step i on rank r."""
     ### BEGIN SOLUTION 12.load_balance
     pos = [shard_positions(S, P, r, layout) for r in range(P)]
     # each step ends when the SLOWEST rank finishes: the ring runs at the pace of max(work[.][i])
@@ -84,9 +86,9 @@ def ring_attention_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of this rank's queries over ALL S keys: returns (out (B, s, H, D), lse (B, s, H)).
 
-    P steps; at step i hold the k/v block of rank (r - i) % P, attend to it and merge; start passing the
-    block to r+1 (ring_send_recv) BEFORE computing on it, and pass it only P-1 times. Skip the computation
-    of a block that the causal mask hides entirely. Only isend/irecv, no collectives.
+    Blocks travel to r+1 (ring_send_recv); each k and v block is passed P-1 times in all, and a pass is
+    started BEFORE computing on the block it carries. Skip the computation of a block that the causal mask
+    hides entirely. Only isend/irecv, no collectives.
     """
     ### BEGIN SOLUTION 12.ring_forward
     p, r = dist.get_world_size(group), dist.get_rank(group)
@@ -138,9 +140,9 @@ def ring_attention_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients (dq, dk, dv), each (B, s, H, D), for THIS rank's q, k and v, given the forward's out and lse.
 
-    k/v travel the ring as in forward (P-1 passes). dk/dv of a block are summed over every rank's queries:
-    each rank adds its share to an accumulator that travels with the block, and one last pass (P in all)
-    hands the finished sums of block r to rank r. `_block_grads` does one block's arithmetic.
+    dk and dv of a block are summed over every rank's queries and must end on the block's owner. Budget: only
+    messages to r+1 and from r-1, (2(P-1) + 2P) blocks of B*s*H*D elements sent per rank (k and v passed P-1
+    times, as in forward). `_block_grads` does one (query block, key block) pair's arithmetic.
     """
     ### BEGIN SOLUTION 12.ring_backward
     p, r = dist.get_world_size(group), dist.get_rank(group)

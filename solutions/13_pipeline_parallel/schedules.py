@@ -19,7 +19,10 @@ Action = tuple[str, int, int]  # (op "F" | "B", microbatch, chunk)
 
 
 def gpipe_schedule(num_ranks: int, num_microbatches: int) -> list[list[Action]]:
-    """GPipe (all forwards, then all backwards): on every rank F0..F(m-1), then B0..B(m-1). One chunk."""
+    """GPipe: on every rank, every forward before any backward (fill, then drain). One chunk (chunk 0).
+
+    Contract: a valid schedule (simulate accepts it) whose bubble is (p-1)(t_f + t_b) for any t_f, t_b.
+    """
     ### BEGIN SOLUTION 13.schedules
     # Fill, then drain. Backwards in microbatch order 0..m-1, as torch.distributed.pipelining's ScheduleGPipe
     # (torch/distributed/pipelining/schedules.py) runs them. Every rank holds all m activations at the peak.
@@ -30,8 +33,11 @@ def gpipe_schedule(num_ranks: int, num_microbatches: int) -> list[list[Action]]:
 
 
 def one_f_one_b_schedule(num_ranks: int, num_microbatches: int) -> list[list[Action]]:
-    """1F1B (PipeDream-Flush): rank r runs w = min(p-r-1, m) warm-up forwards, then m-w pairs (F(i+w), B(i)),
-    then the w remaining backwards in order. One chunk."""
+    """1F1B (PipeDream-Flush): each rank runs a backward as soon as the pipeline lets it. One chunk (chunk 0).
+
+    Contract: a valid schedule with GPipe's bubble, (p-1)(t_f + t_b) for any t_f, t_b, in which rank r never
+    holds the activations of more than min(p - r, m) microbatches at once (peak_in_flight).
+    """
     ### BEGIN SOLUTION 13.schedules
     p, m = num_ranks, num_microbatches
     schedule = []
@@ -49,13 +55,12 @@ def one_f_one_b_schedule(num_ranks: int, num_microbatches: int) -> list[list[Act
 
 
 def interleaved_schedule(num_ranks: int, num_microbatches: int, num_chunks: int) -> list[list[Action]]:
-    """Megatron-LM's interleaved 1F1B with v = num_chunks chunks per rank; m % p != 0 is a ValueError.
+    """Interleaved 1F1B (Megatron-LM) with v = num_chunks chunks per rank; ValueError when m % p != 0.
 
-    Forward k (k = 0..m*v-1) of every rank is table[k]: microbatches go in groups of p, and each group runs
-    through chunk 0, then chunk 1, ..., then chunk v-1: table = [(g+j, c) for g in 0, p, 2p.. for c in
-    range(v) for j in range(p)]. Backward k is the same microbatch on chunk v-1-c. Rank r runs
-    w = min(2(p-r-1) + (v-1)p, m*v) warm-up forwards, then m*v-w pairs (forward k+w, backward k), then the
-    w remaining backwards.
+    Chunk c on rank r is virtual stage c*p + r. Contract: a valid schedule whose bubble is
+    (p-1)(t_f + t_b)/v for any t_f, t_b, and in which no rank holds more than min((v+1)p - 1, m*v)
+    chunk-activations at once (peak_in_flight). How Megatron-LM orders the forwards and backwards to get
+    there is the part (README, "Interleaved 1F1B"; hints).
     """
     ### BEGIN SOLUTION 13.schedules
     p, m, v = num_ranks, num_microbatches, num_chunks

@@ -1,8 +1,8 @@
 """Expert parallelism: route tokens to their top-k experts, ship them to the ranks holding those, and back.
 
     y_t = sum_j keep[t, j] * gate[t, j] * expert_{e[t, j]}(x_t),   e[t, :] = the top-k experts of token t
-Capacity C = ceil(k * T * capacity_factor / E) slots per expert per rank (Megatron-LM moe_utils.get_capacity
-with num_tokens = T*k; DeepSpeed top2gating uses ceil(2T/E * cf); Switch Transformer §2.2 for k = 1).
+Capacity C: slots per expert per rank, from this rank's T*k assignments and the capacity factor
+(Megatron-LM moe_utils.get_capacity; DeepSpeed top2gating; Switch Transformer §2.2).
 Dispatch and combine are two all-to-alls with uneven splits (GShard, Lepikhin et al. 2020, arXiv 2006.16668).
 Check: `grade exercise 14`. Shapes: T local tokens, h hidden, f expert width, E experts, k experts per token,
 p ranks, El = E / p experts per rank (rank r holds experts r*El .. r*El + El-1), N rows sent or received.
@@ -21,7 +21,8 @@ import torch.distributed as dist
 
 
 def expert_capacity(num_tokens: int, num_experts: int, k: int, capacity_factor: float) -> int:
-    """Slots per expert for one rank's batch: ceil(k * T * capacity_factor / E), computed in that order."""
+    """Slots per expert for one rank's batch of T tokens, each routed to k of E experts: an int, the fair
+    share stretched by capacity_factor and rounded up (README, "Capacity and dropping")."""
     ### BEGIN SOLUTION 14.routing
     # k*T assignments spread over E experts is k*T/E each if perfectly balanced; the factor adds headroom.
     # Megatron-LM moe_utils.py (commit 00611e6e) topk_softmax_with_capacity calls

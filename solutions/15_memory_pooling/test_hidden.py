@@ -260,6 +260,22 @@ def run_pool(world: World, steps: list[list[Any]], rank: int = 0) -> list[Any]:
     return res.value
 
 
+@pytest.mark.part("15.access")
+@pytest.mark.concept("owner_checks_every_access")
+def test_read_returns_a_copy(world: World) -> None:
+    # README: "`read` returns a copy". A view into the pool's memory would change under the caller when the
+    # region is written (or scrubbed and handed to the next tenant).
+    data = torch.arange(1, 17, dtype=torch.uint8)
+    steps = [["allocate", 16], ["write", 0, 0, data, 0], ["read", 0, 0, 8, 0],
+             ["write", 0, 0, torch.zeros(16, dtype=torch.uint8), 0], ["release", 0]]  # fmt: skip
+    got = run_pool(world, steps)
+    assert isinstance(got[2], torch.Tensor), f"read returned {got[2]!r}"
+    assert got[2].tolist() == list(range(1, 9)), (
+        f"a read of bytes 0..7 returned {got[2].tolist()} after a later write and release: read must return "
+        "a copy, not a view into the pool's memory"
+    )
+
+
 def shown(step: list[Any]) -> list[Any]:
     return [f"<{s.numel()} bytes>" if isinstance(s, torch.Tensor) else s for s in step]
 
@@ -445,6 +461,17 @@ def test_fence_bytes(world: World, reference: Any) -> None:
             f"expected {expected['sent']} and {expected['received']}: each remote put's payload once (even "
             "if refused), each served remote get's bytes once, nothing for local ops or refused gets"
         )
+
+
+@pytest.mark.part("15.one_sided")
+@pytest.mark.parametrize("world", [3], indirect=True)
+@pytest.mark.concept("fence_completes_queued_ops")
+def test_fence_on_3_ranks(world: World, reference: Any) -> None:
+    # a world size that is not a power of two: the epochs' peers and refusals are drawn per rank
+    expected, _ = oracle(ref_module(reference, "pool"), world.size)
+    for res in run_window(world):
+        for e, epoch in enumerate(res.value["epochs"]):
+            same(epoch["results"], expected[res.rank][e], f"rank {res.rank}/3, fence {e + 1} results")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -724,3 +751,12 @@ def test_kv_bytes_on_the_wire(world: World, reference: Any, scenario: str) -> No
             f"rank {res.rank}/{world.size} ({scenario}): received {len(received)} K/V messages, more than "
             f"{sc.max_msgs[res.rank]} (one per owner per append, one per remote page per gather)"
         )
+
+
+@pytest.mark.part("15.paged_kv")
+@pytest.mark.parametrize("world", [3], indirect=True)
+@pytest.mark.concept("kv_gathered_exactly")
+def test_kv_values_on_3_ranks(world: World, reference: Any) -> None:
+    sc = evict_script(reference("block_manager"), world.size)
+    for res in run_kv(world, sc):
+        same(res.value["gathers"], sc.expected[res.rank], f"rank {res.rank}/3: gathered [K, V] (evict)")
