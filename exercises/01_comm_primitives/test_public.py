@@ -1,4 +1,4 @@
-"""What this catches: the first things to get right in each collective, on 2, 3, 4 and 8 ranks.
+"""What this catches: the first things to get right in each collective, on 2, 3, 6 and 8 ranks.
 
 Run them with `grade exercise 01`. Each test builds per-rank inputs here, calls your function on every rank,
 and compares what each rank holds afterwards with what torch.distributed's own collective gives. The hidden

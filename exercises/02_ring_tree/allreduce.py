@@ -1,15 +1,16 @@
-"""All-reduce two ways, from point-to-point messages only: a ring and recursive doubling.
+"""All-reduce three ways from point-to-point messages only, and the bounds they are measured against.
 
-Ring (Patarasuk & Yuan 2009): reduce-scatter then all-gather around the ring, 2(p-1) steps of one chunk each.
-Every rank sends 2(p-1)/p * N elements, the bandwidth lower bound for any p, but pays 2(p-1) latencies.
-Recursive doubling (Thakur, Rabenseifner & Gropp 2005): log2(p) rounds, each swapping the WHOLE tensor.
-Few latencies, N * log2(p) elements sent: it wins on small messages, the ring wins on large ones.
+ring_allreduce                 Patarasuk & Yuan 2009: reduce-scatter then all-gather around a ring.
+recursive_doubling_allreduce   Thakur, Rabenseifner & Gropp 2005: log2 rounds of whole-tensor exchanges.
+binary_tree / tree_allreduce   a binary tree: reduce up, broadcast down, pipelined in pieces (NCCL's tree).
+lower_bounds / bound_ratios    the latency and bandwidth lower bounds; how far each algorithm is from them.
 Check: `grade exercise 02`.
-Shapes: N = tensor.numel(), p = world size, r = this rank; a chunk holds ceil(N/p) or floor(N/p) elements.
+Shapes: N = tensor.numel(), p = world size, r = this rank's rank in `group`.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -22,28 +23,99 @@ def _global(group, rank: int) -> int:
 
 
 def ring_allreduce(tensor: torch.Tensor, group=None) -> None:
-    """In-place sum all-reduce of a contiguous `tensor` over `group`, as a ring.
+    """In-place sum all-reduce of a contiguous `tensor` (any shape, any dtype) over `group`, as a ring.
 
-    Chunks: `torch.tensor_split(tensor.view(-1), p)`, so chunk i has ceil(N/p) elements if i < N % p, else
-    floor(N/p) (some are empty when N < p). Rank r sends only to (r+1) % p and receives only from (r-1) % p.
-    Reduce-scatter, steps s = 0..p-2: send chunk (r - s) % p, receive chunk (r - s - 1) % p and ADD it in.
-    After it, rank r holds the full sum of chunk (r + 1) % p.
-    All-gather, steps s = 0..p-2: send chunk (r + 1 - s) % p, receive chunk (r - s) % p and COPY it in.
+    Contract (what the grader checks):
+    - afterwards every rank's `tensor` holds the elementwise sum over all ranks, added in its own dtype;
+    - rank r sends only to one ring neighbour and receives only from the other, the same direction on every
+      rank (either direction);
+    - 2(p-1) sends and 2(p-1) receives per rank, each message one chunk of
+      `torch.tensor_split(tensor.view(-1), p)` (so at most ceil(N/p) elements; empty chunks still travel);
+    - per rank, about 2(p-1)/p * N elements sent: every chunk but one in each of the two phases.
+    Which chunk moves at which step is yours to work out (README, "The ring").
     """
     raise NotImplementedError("TODO(02.ring_allreduce): not implemented yet")
 
 
-def tree_allreduce(tensor: torch.Tensor, group=None) -> None:
-    """In-place sum all-reduce of `tensor` over `group` by recursive doubling.
+def recursive_doubling_allreduce(tensor: torch.Tensor, group=None) -> None:
+    """In-place sum all-reduce of `tensor` (any shape, any dtype) over `group` by recursive doubling.
 
-    Let q be the largest power of two <= p and e = p - q the extra ranks.
-    1. Fold: extra rank r >= q sends its tensor to r - q, which adds it in.
-    2. Ranks 0..q-1 run log2(q) rounds: in round k swap the whole tensor with r XOR 2^k and add.
-    3. Unfold: rank r < e sends the result back to r + q.
-    Messages per rank (each one the whole tensor): log2(q) sends and log2(q) recvs on ranks e..q-1,
-    log2(q) + 1 of each on ranks 0..e-1, one of each on the extra ranks q..p-1.
+    Contract (what the grader checks):
+    - afterwards every rank's `tensor` holds the elementwise sum, added in its own dtype;
+    - every message carries the whole tensor;
+    - when p is a power of two, each rank sends and receives log2 p messages, and in each round the ranks
+      pair off and swap;
+    - when p is not, q = the largest power of two <= p: the p - q extra ranks each hand their tensor to a
+      partner of their own and get the sum back from it (one message each way), while q ranks run the
+      doubling among themselves. Which extra rank pairs with which partner is free.
+    """
+    raise NotImplementedError("TODO(02.recursive_doubling): not implemented yet")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A real tree: reduce up a binary tree, broadcast down the same tree, pipelined in pieces (NCCL's TREE)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def binary_tree(p: int) -> list[int]:
+    """A binary tree over ranks 0..p-1 (p >= 1): parents[r] is rank r's parent, -1 for the one root.
+
+    Contract: following parents from any rank reaches the root without a cycle; no rank is the parent of
+    more than two ranks; no rank is more than ceil(log2 p) hops from the root. Any such tree is fine
+    (heap-numbered, in-order, NCCL's): the choice of root and numbering is yours.
+    """
+    raise NotImplementedError("TODO(02.binary_tree): not implemented yet")
+
+
+def tree_allreduce(tensor: torch.Tensor, group=None, num_chunks: int = 4) -> None:
+    """In-place sum all-reduce of a contiguous `tensor` (any shape, any dtype) over `group`, along a binary
+    tree: a reduce up the tree, then a broadcast down the same tree, pipelined in `num_chunks` pieces.
+
+    Contract (what the grader checks):
+    - afterwards every rank's `tensor` holds the elementwise sum, bitwise identical on every rank;
+    - the messages form one binary tree over the ranks (a rank talks only to its parent and at most two
+      children; no rank more than ceil(log2 p) hops from the root), the same tree up and down;
+    - the flat tensor travels in exactly `num_chunks` pieces of at most ceil(N/num_chunks) elements (some
+      empty when N < num_chunks): each tree edge carries each piece once up and once down, so a rank sends
+      at most three times N elements;
+    - a rank sends to its parent before it receives from it (the reduce goes up before the sum comes down);
+    - pipelined, with two or more pieces: a rank passes its first piece on before it posts the receive of
+      its last one, in the reduce (to its parent) and in the broadcast (to its children); and the reduce
+      does not wait for the broadcast: a rank sends its second piece up before it receives its first back.
+    You may use your own `binary_tree`.
     """
     raise NotImplementedError("TODO(02.tree_allreduce): not implemented yet")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lower bounds (alpha-beta model): how close does each algorithm get?
+# ---------------------------------------------------------------------------------------------------------
+
+ALGORITHMS = ("ring", "recursive_doubling", "rabenseifner", "reduce_broadcast")
+"""ring and recursive_doubling as in this file (recursive doubling with its fold when p is not a power of
+two); rabenseifner (p a power of two); reduce_broadcast: exercise 01's binomial reduce then binomial
+broadcast."""
+
+
+def lower_bounds(p: int, nbytes: float, alpha: float, beta: float) -> dict[str, float]:
+    """The two lower bounds on the time of an all-reduce of `nbytes` bytes per rank over p >= 2 ranks, in
+    seconds, under the alpha-beta model (alpha s per message, beta s per byte):
+    {"latency": the least time spent on message start-ups, "bandwidth": the least time spent moving bytes}.
+    See the README ("The bandwidth bound", "The latency bound") and ../shared/reference/ground-truth.md,
+    sections 1 and 2.
+    """
+    raise NotImplementedError("TODO(02.lower_bounds): not implemented yet")
+
+
+def bound_ratios(algorithm: str, p: int) -> dict[str, float]:
+    """How far `algorithm` (one of ALGORITHMS) is from each bound on p >= 2 ranks:
+    {"latency": its alpha term / the latency bound, "bandwidth": its beta term / the bandwidth bound}.
+
+    1.0 means the algorithm reaches that bound. Its terms are the alpha-beta costs in the README's table;
+    where the table has none (recursive doubling when p is not a power of two), count the messages and
+    bytes of your own schedule. Both ratios depend on p only, not on the size, alpha or beta.
+    """
+    raise NotImplementedError("TODO(02.lower_bounds): not implemented yet")
 
 
 # ---------------------------------------------------------------------------------------------------------

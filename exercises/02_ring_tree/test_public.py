@@ -1,8 +1,9 @@
-"""What this catches: the first things to get right in each all-reduce, on 2, 3, 4 and 8 ranks.
+"""What this catches: the first things to get right in each all-reduce, on 2, 3, 6 and 8 ranks.
 
 Run them with `grade exercise 02`. Each test gives every rank its own integer tensor, calls your function on
 every rank, and compares what each rank holds afterwards with the elementwise sum, exactly. The hidden suite
-checks more: N smaller than p, other dtypes and shapes, and the exact bytes and partners of every message.
+checks more: N smaller than p, other dtypes and shapes, world sizes you have not seen, the bytes and
+partners of every message, the shape of your tree and its pipeline, and every number of lower_bounds.
 """
 
 import pytest
@@ -54,22 +55,74 @@ def test_ring_steps(world: World) -> None:
         )
 
 
-@pytest.mark.part("02.tree_allreduce")
-@pytest.mark.concept("tree_sum")
-def test_tree_sum(world: World) -> None:
-    check_sum(world, "tree_allreduce", inputs_for(world.size, 5))
+@pytest.mark.part("02.recursive_doubling")
+@pytest.mark.concept("rd_sum")
+def test_recursive_doubling_sum(world: World) -> None:
+    check_sum(world, "recursive_doubling_allreduce", inputs_for(world.size, 5))
 
 
-@pytest.mark.part("02.tree_allreduce")
-@pytest.mark.parametrize("world", [2, 4, 8], indirect=True)
-@pytest.mark.concept("tree_rounds")
-def test_tree_rounds_power_of_two(world: World) -> None:
+@pytest.mark.part("02.recursive_doubling")
+@pytest.mark.parametrize("world", [2, 8], indirect=True)
+@pytest.mark.concept("rd_rounds")
+def test_recursive_doubling_rounds_power_of_two(world: World) -> None:
     p = world.size
     rounds = p.bit_length() - 1  # log2 p
-    # Only the messages here: test_tree_sum checks the values.
-    results = world.call("allreduce", "tree_allreduce", args=[(x,) for x in inputs_for(p, 3)], forbid=FORBID)
+    # Only the messages here: test_recursive_doubling_sum checks the values.
+    results = world.call(
+        "allreduce", "recursive_doubling_allreduce", args=[(x,) for x in inputs_for(p, 3)], forbid=FORBID
+    )
     for res in results:
         assert res.comm.sends == rounds and res.comm.recvs == rounds, (
             f"rank {res.rank}/{p} sent {res.comm.sends} and received {res.comm.recvs} messages; recursive "
             f"doubling on a power of two takes log2 p = {rounds} rounds of one exchange each"
+        )
+
+
+@pytest.mark.part("02.binary_tree")
+@pytest.mark.concept("bt_tree")
+def test_binary_tree_small(world: World) -> None:
+    for p in (1, 2, 5, 8):
+        [res] = world.call("allreduce", "binary_tree", args=[(p,)])
+        parents = res.returned
+        assert isinstance(parents, list) and len(parents) == p, f"binary_tree({p}) returned {parents!r}"
+        assert parents.count(-1) == 1, (
+            f"binary_tree({p}) = {parents}: a tree has exactly one root (parent -1)"
+        )
+        for r in range(p):
+            kids = [c for c in range(p) if parents[c] == r]
+            assert len(kids) <= 2, f"binary_tree({p}) = {parents}: rank {r} has children {kids}"
+
+
+@pytest.mark.part("02.tree_allreduce")
+@pytest.mark.concept("tree_sum")
+def test_tree_sum(world: World) -> None:
+    p = world.size
+    for k in (1, 3):
+        inputs = inputs_for(p, 10)
+        results = world.call(
+            "allreduce",
+            "tree_allreduce",
+            args=[(x.clone(),) for x in inputs],
+            kwargs={"num_chunks": k},
+            forbid=FORBID,
+        )
+        for res in results:
+            assert_equal(
+                res.args[0],
+                sum(inputs),
+                rank=res.rank,
+                world_size=p,
+                what=f"tensor after tree_allreduce ({k=})",
+            )
+
+
+@pytest.mark.part("02.lower_bounds")
+@pytest.mark.concept("lb_ring_tree")
+def test_ring_reaches_the_bandwidth_bound(world: World) -> None:
+    for p in (2, 4, 8):
+        [res] = world.call("allreduce", "bound_ratios", args=[("ring", p)])
+        assert isinstance(res.returned, dict), f"bound_ratios('ring', {p}) returned {res.returned!r}"
+        assert abs(res.returned["bandwidth"] - 1.0) < 1e-9, (
+            f"bound_ratios('ring', {p})['bandwidth'] = {res.returned['bandwidth']!r}; the ring moves exactly "
+            "what the bandwidth bound asks for"
         )

@@ -52,7 +52,7 @@ def ring_allreduce(tensor: torch.Tensor, group=None) -> None:
                 chunks[recv_i].copy_(incoming)
 
 
-def tree_allreduce(tensor: torch.Tensor, group=None) -> None:
+def recursive_doubling_allreduce(tensor: torch.Tensor, group=None) -> None:
     """In-place sum all-reduce of `tensor` over `group` by recursive doubling.
 
     Let q be the largest power of two <= p and e = p - q the extra ranks.
@@ -88,6 +88,66 @@ def tree_allreduce(tensor: torch.Tensor, group=None) -> None:
         flat.add_(incoming)
     if r < extra:
         dist.send(flat, _global(group, r + q))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tree all-reduce: a heap-numbered binary tree hung from the LAST rank, blocking send/recv, two phases.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def binary_tree(p: int) -> list[int]:
+    # Heap positions counted from the last rank: position h = p - 1 - rank, children 2h+1 and 2h+2.
+    parents = []
+    for rank in range(p):
+        h = p - 1 - rank
+        parents.append(-1 if h == 0 else p - 1 - (h - 1) // 2)
+    return parents
+
+
+def tree_allreduce(tensor: torch.Tensor, group=None, num_chunks: int = 4) -> None:
+    p, me = dist.get_world_size(group), dist.get_rank(group)
+    parents = binary_tree(p)
+    up = parents[me]
+    kids = [c for c in reversed(range(p)) if parents[c] == me]
+    flat = tensor.view(-1)
+    pieces = torch.tensor_split(flat, num_chunks)
+    for piece in pieces:  # reduce, one piece at a time
+        for kid in kids:
+            tmp = torch.empty_like(piece)
+            dist.recv(tmp, _global(group, kid), group=group)
+            piece.add_(tmp)
+        if up != -1:
+            dist.send(piece, _global(group, up), group=group)
+    for piece in pieces:  # broadcast, one piece at a time
+        if up != -1:
+            dist.recv(piece, _global(group, up), group=group)
+        for kid in kids:
+            dist.send(piece, _global(group, kid), group=group)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lower bounds, from a table of (alpha count, beta count in units of n) per algorithm.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def lower_bounds(p: int, nbytes: float, alpha: float, beta: float) -> dict[str, float]:
+    rounds = (p - 1).bit_length()  # ceil(log2 p) without floats
+    return {"latency": rounds * alpha, "bandwidth": 2.0 * (p - 1) * nbytes * beta / p}
+
+
+def bound_ratios(algorithm: str, p: int) -> dict[str, float]:
+    lg = (p - 1).bit_length()
+    floor_lg = p.bit_length() - 1
+    extra = 0 if p == 1 << floor_lg else 2
+    table = {
+        "ring": (2 * (p - 1), 2 * (p - 1) / p),
+        "recursive_doubling": (floor_lg + extra, floor_lg + extra),
+        "rabenseifner": (2 * lg, 2 * (p - 1) / p),
+        "reduce_broadcast": (2 * lg, 2 * lg),
+    }
+    a, b = table[algorithm]
+    bounds = lower_bounds(p, 1.0, 1.0, 1.0)
+    return {"latency": a / bounds["latency"], "bandwidth": b / bounds["bandwidth"]}
 
 
 # ---------------------------------------------------------------------------------------------------------
