@@ -30,7 +30,8 @@ def broadcast_parameters(module: nn.Module, src: int = 0, group=None) -> None:
 
 
 def allreduce_gradients(module: nn.Module, group=None) -> None:
-    """After backward: replace every `p.grad` by its mean over the ranks, one blocking all-reduce each.
+    """After backward: replace every `p.grad` by its mean over the ranks of `group`, with one blocking
+    collective per parameter.
 
     Parameters whose `.grad` is None (frozen, or unused in this step) are skipped.
     """
@@ -42,14 +43,15 @@ def allreduce_gradients(module: nn.Module, group=None) -> None:
 
 
 def assign_buckets(nbytes: list[int], cap_bytes: int) -> list[list[int]]:
-    """Group parameters into gradient buckets of at most `cap_bytes` bytes each, last parameter first.
+    """Group parameters into gradient buckets, in the order backward can complete them.
 
     nbytes[i] is the gradient size in bytes of parameter i, in registration order (model.parameters()).
-    Walk i = n-1, n-2, ..., 0: backward produces gradients in roughly that order. Parameter i joins the
-    current bucket if the bucket's total stays <= cap_bytes; otherwise it opens a new bucket. A parameter
-    bigger than the cap therefore sits alone in its own bucket.
-    Returns the buckets in launch order (bucket 0 first), each listing its parameter indices in the order
-    they joined (descending). Example: nbytes [8, 8, 16, 4], cap 20 -> [[3, 2], [1, 0]].
+    Returns a list of buckets in launch order (bucket 0 first), each a list of parameter indices, such that:
+    every index is in exactly one bucket; each bucket holds consecutive indices, listed in the order
+    backward produces their gradients (the README: roughly the reverse of registration), and bucket 0 is the
+    one backward completes first; a bucket's bytes stay <= cap_bytes, except a bucket of one parameter that
+    alone is bigger than the cap; and a bucket is closed only when the next parameter would not fit in it.
+    Example: nbytes [8, 8, 16, 4], cap 20 -> [[3, 2], [1, 0]].
     """
     raise NotImplementedError("TODO(09.buckets): not implemented yet")
 
@@ -79,24 +81,25 @@ class BucketedDDP(nn.Module):
         # 25 MiB is DDP's default bucket_cap_mb (torch/nn/parallel/distributed.py, _DEFAULT_BUCKET_CAP_MB).
         self.buckets = assign_buckets([p.numel() * p.element_size() for p in self.params], bucket_cap_bytes)
         self.bucket_of = {i: b for b, bucket in enumerate(self.buckets) for i in bucket}  # param -> bucket
-        # Yours: the state the hook needs (what each bucket still waits for, which bucket goes next, the
-        # handles in flight), and one hook per parameter: p.register_post_accumulate_grad_hook(...).
+        # Yours: whatever state your hooks need, and the hooks themselves (see the README, "Overlap").
         raise NotImplementedError("TODO(09.overlap): not implemented yet")
 
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
 
     def _on_grad_ready(self, index: int) -> None:
-        """Hook: self.params[index].grad is final. Launch each bucket that is now complete, in bucket order.
+        """Hook: self.params[index].grad now holds this backward's gradient. Launch every bucket that may go.
 
-        Bucket b is launched only after buckets 0..b-1: every rank must issue its all-reduces in the same
-        order, whatever order its gradients happen to arrive in. Each launch is ONE all-reduce of the
-        bucket's gradients flattened into one buffer, with async_op=True, so that it does not block backward.
+        Contract: bucket b is launched only after buckets 0..b-1 (every rank must issue its all-reduces in the
+        same order, whatever order its gradients happen to arrive in), and as soon as it may be (from the
+        hook call that makes it launchable). Each launch is ONE asynchronous all-reduce over `self.group` of
+        all the bucket's gradients in one flat buffer; it must not block backward.
         """
         raise NotImplementedError("TODO(09.overlap): not implemented yet")
 
     def finish_gradient_synchronization(self) -> None:
-        """After backward, before the optimizer step: wait for every bucket, write the mean into each p.grad.
+        """After backward, before the optimizer step: every p.grad in self.params becomes its mean over the
+        ranks of `self.group`, and no all-reduce is left in flight.
 
         Raises RuntimeError if some bucket never completed (a parameter got no gradient). Leaves the
         object ready for the next backward.

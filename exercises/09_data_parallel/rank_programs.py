@@ -37,6 +37,19 @@ def _params(model: torch.nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
+def _my_group(ctx: Any, groups: list[list[int]] | None) -> Any:
+    """None (the world), or the process group among `groups` that holds this rank. Every rank creates every
+    group, in the same order, as torch.distributed requires."""
+    if groups is None:
+        return None
+    mine = None
+    for ranks in groups:
+        group = dist.new_group(ranks)
+        if ctx.rank in ranks:
+            mine = group
+    return mine
+
+
 def train_naive(
     ctx: Any,
     *,
@@ -48,11 +61,14 @@ def train_naive(
     momentum: float,
     head_first: bool = False,
     frozen_first: bool = False,
+    groups: list[list[int]] | None = None,
 ) -> dict[str, Any]:
-    """broadcast_parameters, then `steps` x (backward, allreduce_gradients, SGD step)."""
+    """broadcast_parameters, then `steps` x (backward, allreduce_gradients, SGD step); with `groups`, the
+    gradients are averaged over this rank's group only."""
     ddp = ctx.submission("ddp")
     model = _model(ctx, weights, head_first, frozen_first)
     x, y = x.to(ctx.device), y.to(ctx.device)
+    group = _my_group(ctx, groups)
     ddp.broadcast_parameters(model)
     after_broadcast = _params(model)
     opt = SGD([p for p in model.parameters() if p.requires_grad], lr=lr, momentum=momentum)
@@ -60,7 +76,7 @@ def train_naive(
     for _ in range(steps):
         opt.zero_grad()
         F.mse_loss(model(x), y).backward()
-        ddp.allreduce_gradients(model)
+        ddp.allreduce_gradients(model, group=group)
         grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
         opt.step()
     return {"after_broadcast": after_broadcast, "params": _params(model), "last_grads": grads}
@@ -112,17 +128,20 @@ def train_bucketed(
     cap_bytes: int,
     head_first: bool = False,
     frozen_first: bool = False,
+    groups: list[list[int]] | None = None,
 ) -> dict[str, Any]:
-    """BucketedDDP(model, cap_bytes), then `steps` x (backward, finish_gradient_synchronization, SGD step)."""
+    """BucketedDDP(model, cap_bytes), then `steps` x (backward, finish_gradient_synchronization, SGD step);
+    with `groups`, BucketedDDP gets this rank's group."""
     ddp = ctx.submission("ddp")
     model = _model(ctx, weights, head_first, frozen_first)
     x, y = x.to(ctx.device), y.to(ctx.device)
+    group = _my_group(ctx, groups)
     log: list[list[Any]] = []
     for i, p in enumerate([p for p in model.parameters() if p.requires_grad]):
         p.register_post_accumulate_grad_hook(lambda p, i=i: log.append(["ready", i]))
     logs = []
     with _recording_all_reduce(log) as launched:
-        wrapped = ddp.BucketedDDP(model, bucket_cap_bytes=cap_bytes)
+        wrapped = ddp.BucketedDDP(model, bucket_cap_bytes=cap_bytes, group=group)
         opt = SGD([p for p in model.parameters() if p.requires_grad], lr=lr, momentum=momentum)
         for _ in range(steps):
             opt.zero_grad()
@@ -154,5 +173,30 @@ def broadcast_state(
         for buf, value in zip(norm.buffers(), buffers, strict=True):
             buf.copy_(value)
     model = torch.nn.Sequential(chain, norm)
+    before = [*model.parameters(), *model.buffers()]
     ddp.broadcast_parameters(model, src=src)
-    return {"params": _params(model), "buffers": [b.detach().clone() for b in model.buffers()]}
+    after = [*model.parameters(), *model.buffers()]
+    return {
+        "params": _params(model),
+        "buffers": [b.detach().clone() for b in model.buffers()],
+        "same_tensors": len(before) == len(after) and all(a is b for a, b in zip(before, after, strict=True)),
+    }
+
+
+def bucketed_missing_gradient(
+    ctx: Any, *, weights: list[torch.Tensor], x: torch.Tensor, cap_bytes: int
+) -> dict[str, Any]:
+    """BucketedDDP over a chain plus one extra Linear that forward never uses, so its parameters get no
+    gradient; one backward, then finish_gradient_synchronization. Reports the exception it raises, if any."""
+    ddp = ctx.submission("ddp")
+    chain = linear_chain([w.to(ctx.device) for w in weights])
+    unused = torch.nn.Linear(2, 2, dtype=weights[0].dtype, device=ctx.device)
+    model = torch.nn.ModuleDict({"unused": unused, "chain": chain})  # unused registered first: last bucket
+    x = x.to(ctx.device)
+    wrapped = ddp.BucketedDDP(model, bucket_cap_bytes=cap_bytes)
+    wrapped.module["chain"](x).square().mean().backward()
+    try:
+        wrapped.finish_gradient_synchronization()
+    except Exception as exc:  # the test wants to see which one
+        return {"raised": type(exc).__name__, "message": str(exc)}
+    return {"raised": None, "message": ""}

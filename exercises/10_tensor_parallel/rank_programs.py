@@ -123,3 +123,14 @@ def construct_attention(ctx: Any, *, hidden: int, num_heads: int) -> dict[str, A
     except Exception as exc:  # the test wants to see which one, and its message
         return {"raised": type(exc).__name__, "message": str(exc)}
     return {"raised": None, "message": ""}
+
+
+def construct_linear(ctx: Any, *, kind: str, in_features: int, out_features: int) -> dict[str, Any]:
+    """Only construct ColumnParallelLinear or RowParallelLinear(in, out); report the exception, if any."""
+    tp = ctx.submission("tensor_parallel")
+    cls = {"column": tp.ColumnParallelLinear, "row": tp.RowParallelLinear}[kind]
+    try:
+        cls(in_features, out_features, dtype=torch.float64, device=ctx.device)
+    except Exception as exc:  # the test wants to see which one, and its message
+        return {"raised": type(exc).__name__, "message": str(exc)}
+    return {"raised": None, "message": ""}

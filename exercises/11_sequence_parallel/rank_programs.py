@@ -6,12 +6,18 @@
   activations). A view keeps its whole storage alive, so it counts in full.
 - Collectives: the harness records each torch.distributed collective by name (`grader.harness.comm`); the
   program cuts that list at the end of the forward, so a test sees forward and backward apart.
+- Dropout: `mlp` also returns the factor the block's dropout multiplied by, element by element (what your
+  sequence_parallel_dropout returned over what it was given, recorded while the block runs), so that the
+  judge builds the dense block's mask from the t ranks' own masks; `dropout_facts` calls your dropout the
+  ways its contract allows and reports what came back.
 - `tp_mlp`: the baseline, a plain Megatron tensor-parallel MLP (f and g are all-reduces) whose LayerNorm and
   dropout run on all S tokens on every rank. Same weights, same math, same dense result.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -20,8 +26,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from grader.harness import comm
-
-TP_SEED_OFFSET = 2718  # as in sp_mlp.py (Megatron-LM model_parallel_cuda_manual_seed)
 
 
 class SavedBytes:
@@ -122,7 +126,8 @@ def mlp(
     block = sp_mlp.SequenceParallelMLP(hidden, ffn, p_drop=p_drop, seed=seed).to(ctx.device)
     block.load_dense(dense)
     x_shard = _leaf(x.chunk(t, dim=0)[r])  # (s, B, H)
-    with SavedBytes(list(block.parameters())) as saved:
+    dropped: list[torch.Tensor] = []
+    with SavedBytes(list(block.parameters())) as saved, _recording_dropout(sp_mlp, dropped):
         y = block(x_shard)
     fwd = _collectives()
     y.backward(dy.chunk(t, dim=0)[r])
@@ -141,14 +146,62 @@ def mlp(
         "sync": _collectives()[len(fwd) + len(bwd) :],
         "saved_bytes": saved.total,
     }
+    if p_drop > 0:  # the factor this rank's dropout multiplied by: 0 or 1 / (1 - p), element by element
+        if len(dropped) != 1:  # the block drew its mask some other way: ask the function, on ones
+            with torch.no_grad():
+                dropped = [sp_mlp.sequence_parallel_dropout(torch.ones_like(x_shard), p_drop, seed)]
+        out["drop"] = dropped[0]
     if baseline:
         y_tp, out["tp_saved_bytes"] = tp_mlp(dense, x, p_drop, seed)
         out["tp_y"] = y_tp.chunk(t, dim=0)[r]
     return out
 
 
+@contextmanager
+def _recording_dropout(sp_mlp: Any, dropped: list[torch.Tensor]) -> Iterator[None]:
+    """While the block runs, record output / input of each sequence_parallel_dropout call it makes."""
+    original = sp_mlp.sequence_parallel_dropout
+
+    def recording(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = original(x, *args, **kwargs)
+        if isinstance(out, torch.Tensor) and out.shape == x.shape:
+            with torch.no_grad():  # outside autograd: nothing saved, the memory count stays the block's
+                dropped.append(out.detach() / x.detach())  # x, a float activation, is never exactly 0
+        return out
+
+    sp_mlp.sequence_parallel_dropout = recording
+    try:
+        yield
+    finally:
+        sp_mlp.sequence_parallel_dropout = original
+
+
 def dropout(ctx: Any, *, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
     return ctx.submission("sp_mlp").sequence_parallel_dropout(_on(ctx, x), p, seed)
+
+
+def dropout_facts(ctx: Any, *, x: torch.Tensor, p: float, seed: int) -> dict[str, Any]:
+    """sequence_parallel_dropout on ones (twice, with the global RNG reseeded differently in between), on ones
+    with seed + 1, and on x; and the bytes autograd keeps for it when x requires grad."""
+    drop = ctx.submission("sp_mlp").sequence_parallel_dropout
+    x = _on(ctx, x)
+    ones = torch.ones_like(x)
+    torch.manual_seed(1000 + ctx.rank)  # a mask that depends on the global RNG's state shows up here
+    first = drop(ones, p, seed)
+    torch.manual_seed(2000 + 7 * ctx.rank)
+    torch.rand(17)
+    again = drop(ones, p, seed)
+    other_seed = drop(ones, p, seed + 1)
+    leaf = _leaf(x)
+    with SavedBytes([]) as saved:
+        on_x = drop(leaf, p, seed)
+    return {
+        "first": first,
+        "again": again,
+        "other_seed": other_seed,
+        "on_x": on_x.detach(),
+        "saved_bytes": saved.total,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -196,14 +249,12 @@ def tp_mlp(dense: dict[str, torch.Tensor], x: torch.Tensor, p: float, seed: int)
     }
     w = {k: nn.Parameter(v.clone()) for k, v in w.items()}
     x = _leaf(x)
-    s = x.shape[0] // t
     with SavedBytes(list(w.values())) as saved:
         h = F.layer_norm(x, x.shape[-1:], w["ln_w"], w["ln_b"])  # (S, B, H) on every rank
         h = F.gelu(F.linear(_CopyToTP.apply(h), w["w1"], w["b1"]))  # (S, B, F/t)
         h = _ReduceFromTP.apply(F.linear(h, w["w2"])) + w["b2"]  # (S, B, H), the whole sum
-        # the same full-sequence mask on every rank: the t shards' masks, as the dense model draws them
-        gens = [torch.Generator().manual_seed(seed + TP_SEED_OFFSET + j) for j in range(t)]
-        keep = torch.cat([torch.rand((s, *x.shape[1:]), generator=g, dtype=x.dtype) for g in gens]) >= p
-        keep = keep.to(x.device)  # drawn on the CPU, like sp_mlp.py's masks
+        # plain TP: every rank draws the same full-sequence mask from one shared seed, on the CPU
+        keep = torch.rand(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype) >= p
+        keep = keep.to(x.device)
         y = x + h * keep / (1 - p)
     return y.detach(), saved.total

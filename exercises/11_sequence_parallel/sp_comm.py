@@ -2,8 +2,9 @@
 
 Between tensor-parallel regions, Megatron-SP splits activations along the SEQUENCE, so LayerNorm and dropout
 each run on S/t tokens. Entering a TP region all-gathers the sequence (g); leaving one reduce-scatters it
-(g-bar); each is the other's backward. Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-Transformer Models", arXiv 2205.05198, §4.2.2; Megatron-LM megatron/core/tensor_parallel/mappings.py.
+(g-bar). What each one's backward must be is the first thing to work out. Korthikanti et al. 2022,
+"Reducing Activation Recomputation in Large Transformer Models", arXiv 2205.05198, §4.2.2; Megatron-LM
+megatron/core/tensor_parallel/mappings.py.
 Check: `grade exercise 11`.
 Shapes: S sequence, B batch, H hidden, O output features, t = TP group size, s = S/t tokens per rank.
 Every tensor is sequence-first (S, B, H), Megatron's layout: rank r's shard is rows [r*s, (r+1)*s) of dim 0,
@@ -28,11 +29,12 @@ def reduce_scatter_seq(x: torch.Tensor, group=None) -> torch.Tensor:
 
 
 class GatherFromSequenceParallel(torch.autograd.Function):
-    """Forward: all-gather the sequence shards (s, B, H) -> (S, B, H). Backward: reduce-scatter the gradient.
+    """Forward: all-gather the sequence shards, this rank's (s, B, H) -> (S, B, H), shards in rank order.
 
-    Megatron's `g` with SP (_GatherFromSequenceParallelRegion). After the gather, each rank feeds all S
-    tokens to ITS OWN weight shard, so each rank holds a partial gradient for all S tokens; the gradient of
-    rank r's tokens is the sum over ranks, and only rank r needs it: a reduce-scatter.
+    Backward: given this rank's gradient of the loss with respect to the gathered (S, B, H) (each rank has
+    used all S tokens in its own way, e.g. with its own weight shard), return the gradient of the loss with
+    respect to this rank's shard (s, B, H). One collective each way. Megatron's `g` with SP
+    (_GatherFromSequenceParallelRegion).
     """
 
     @staticmethod
@@ -45,11 +47,12 @@ class GatherFromSequenceParallel(torch.autograd.Function):
 
 
 class ReduceScatterToSequenceParallel(torch.autograd.Function):
-    """Forward: reduce-scatter partial sums (S, B, H) -> (s, B, H). Backward: all-gather the gradient.
+    """Forward: each rank holds a partial sum (S, B, H) (its own term of a sum over ranks); return this
+    rank's rows [r*s, (r+1)*s) of the finished sum, (s, B, H).
 
-    Megatron's `g-bar` with SP (_ReduceScatterToSequenceParallelRegion). Each rank's partial sum (over its own
-    F/t features) went into every output token, so every rank needs the gradient of all S tokens: an
-    all-gather of the shards' gradients.
+    Backward: given the gradient with respect to this rank's output rows (s, B, H), return the gradient
+    with respect to this rank's (S, B, H) input. One collective each way. Megatron's `g-bar` with SP
+    (_ReduceScatterToSequenceParallelRegion).
     """
 
     @staticmethod
@@ -72,13 +75,15 @@ def reduce_scatter_to_sequence_parallel(x: torch.Tensor, group=None) -> torch.Te
 class AllGatherColumnLinear(torch.autograd.Function):
     """Column-parallel linear on a sequence shard: Y = all_gather(X_shard) @ W_r^T + b_r.
 
-    Forward: all-gather X (s, B, H) -> (S, B, H); return Y (S, B, O/t) for this rank's rows W_r (O/t, H).
-    Saves for backward X_SHARD and W_r only, never the gathered X: that is what makes the saved input of
-    this layer s*B*H instead of S*B*H (Korthikanti et al. §4.2.2). Backward gathers X again for grad W.
-    Backward: grad_W_r = dY^T X (O/t, H) and grad_b_r = sum of dY over (S, B), from the re-gathered X;
-    grad X = dY @ W_r is (S, B, H) and partial (rank r's share of the hidden sum): reduce-scatter it to
-    this rank's (s, B, H). Megatron-LM megatron/core/tensor_parallel/layers.py,
-    LinearWithGradAccumulationAndAsyncCommunication with sequence_parallel=True.
+    Input: this rank's shard X_r (s, B, H), its weight rows W_r (O/t, H) and bias rows b_r (O/t,). Forward
+    returns Y (S, B, O/t): all S tokens, this rank's O/t output features. Backward returns the gradients of
+    the loss with respect to X_r (s, B, H), W_r and b_r: each the dense layer's gradient restricted to
+    what this rank holds.
+    Memory: autograd may keep only X_r (and the weight) for backward, never the gathered (S, B, H) input,
+    so this layer's saved activation is s*B*H elements, not S*B*H (Korthikanti et al. §4.2.2).
+    Communication: one all-gather in forward; one all-gather and one reduce-scatter in backward.
+    Megatron-LM megatron/core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication
+    with sequence_parallel=True.
     """
 
     @staticmethod

@@ -3,7 +3,9 @@ into a copy; frozen parameters that crash the sync or get synchronized anyway; b
 closed one parameter early or late, or ignoring the cap; one all-reduce per parameter instead of per bucket;
 buckets launched in the order their gradients arrive instead of bucket order; all-reduces that block
 (async_op=False), are never waited on, are waited on right after launch (no overlap), or are all launched at
-the end of backward; bucket state that is not reset, so the second step syncs nothing.
+the end of backward; bucket state that is not reset, so the second step syncs nothing; a `group` ignored
+(the collective or the divisor over the world); a bucket that never completed passing silently. Also on 5
+ranks, with chains and caps drawn from seeds here.
 
 Every expected value is computed here, in the judge, by one process training on the full batch (plain torch,
 coursekit.toy_models). Each rank trains on its own rows of that batch with the student's synchronization.
@@ -159,6 +161,11 @@ def test_naive_broadcast_overwrites_buffers(world: World) -> None:
         ]
         inputs.append(dict(weights=[w + 0.25 * r for w in weights], buffers=buffers, src=src))
     for res in world.run("rank_programs:broadcast_state", inputs=inputs):
+        assert res.value["same_tensors"], (
+            f"rank {res.rank}/{world.size}: after broadcast_parameters the module holds other parameter or "
+            "buffer objects than before; overwrite the existing tensors in place (an optimizer built before "
+            "the broadcast holds the old ones)"
+        )
         want_params = inputs[src]["weights"]
         for j, (got, want) in enumerate(zip(res.value["params"], want_params, strict=False)):
             assert_equal(
@@ -384,3 +391,106 @@ def test_head_first_model_launches_in_bucket_order(world: World) -> None:
 @pytest.mark.part("09.overlap")
 def test_bucketed_frozen_first_layer(world: World) -> None:
     bucketed(world, CHAIN, cap=200, seed=17, frozen_first=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# unseen inputs: 5 ranks, models and caps drawn here from seeds, sub-groups, a parameter without a gradient
+
+
+def drawn_widths(seed: int) -> list[int]:
+    """A chain of 2-4 Linear layers with widths 2-7, drawn from `seed` (never shipped)."""
+    rng = random.Random(seed)
+    return [rng.randint(2, 7) for _ in range(rng.randint(3, 5))]
+
+
+@pytest.mark.concept("gradient_mean")
+@pytest.mark.part("09.naive")
+@pytest.mark.parametrize("world", [5], indirect=True)
+def test_naive_drawn_model_five_ranks(world: World) -> None:
+    widths = drawn_widths(40)
+    expected, inputs = setup(world, widths, seed=41, steps=2)
+    check_params(world.run("rank_programs:train_naive", inputs=inputs), expected, f"(chain {widths})")
+
+
+def group_setup(world: World, widths: list[int], groups: list[list[int]], seed: int, **extra: Any) -> tuple:
+    """Per-rank inputs, and each group's expected parameters: one process on the rows of its ranks alone."""
+    weights = weights_for(widths, seed)
+    x, y = batch(widths, ROWS * world.size, seed + 1)
+    xs, ys = x.chunk(world.size), y.chunk(world.size)
+    expected = {}
+    for ranks in groups:
+        gx, gy = torch.cat([xs[r] for r in ranks]), torch.cat([ys[r] for r in ranks])
+        want = reference_params(weights, gx, gy, steps=2)
+        expected.update({r: want for r in ranks})
+    inputs = [
+        dict(weights=weights, x=xs[r], y=ys[r], steps=2, **SGD, groups=groups, **extra)
+        for r in range(world.size)
+    ]
+    return inputs, expected
+
+
+def check_groups(results: list, expected: dict, what: str) -> None:
+    for res in results:
+        for j, (got, want) in enumerate(zip(res.value["params"], expected[res.rank], strict=True)):
+            assert_close(
+                got,
+                want,
+                rtol=RTOL,
+                atol=ATOL,
+                rank=res.rank,
+                world_size=len(results),
+                what=f"parameter {j} {what}: the mean over this rank's group only",
+            )
+
+
+GROUPS = [[0, 1, 2], [3]]  # on 4 ranks: a group of 3 and a group of 1
+
+
+@pytest.mark.concept("process_group")
+@pytest.mark.part("09.naive")
+@pytest.mark.parametrize("world", [4], indirect=True)
+def test_naive_averages_over_its_group(world: World) -> None:
+    inputs, expected = group_setup(world, CHAIN, GROUPS, seed=42)
+    results = world.run("rank_programs:train_naive", inputs=inputs)
+    check_groups(results, expected, "with allreduce_gradients(model, group) for groups [[0, 1, 2], [3]]")
+
+
+@pytest.mark.concept("bucketed_mean")
+@pytest.mark.part("09.overlap")
+@pytest.mark.parametrize("world", [5], indirect=True)
+def test_bucketed_drawn_model_and_cap_five_ranks(world: World) -> None:
+    widths = drawn_widths(50)
+    sizes = numels(widths)
+    cap = F64 * random.Random(51).randint(min(sizes), sum(sizes))  # from one parameter to all of them
+    for res in bucketed(world, widths, cap=cap, seed=52, steps=2):
+        want = [sum(sizes[i] for i in bucket) for bucket in res.value["buckets"]]
+        for step, log in enumerate(res.value["logs"]):
+            got = [ev[2] for _, ev in launches(log)]
+            assert got == want, (
+                f"rank {res.rank}, step {step}: all-reduces of {got} elements for buckets "
+                f"{res.value['buckets']} of chain {widths} (cap {cap} B); expected one per bucket: {want}"
+            )
+
+
+@pytest.mark.concept("bucketed_group")
+@pytest.mark.part("09.overlap")
+@pytest.mark.parametrize("world", [4], indirect=True)
+def test_bucketed_averages_over_its_group(world: World) -> None:
+    inputs, expected = group_setup(world, CHAIN, GROUPS, seed=53, cap_bytes=200)
+    results = world.run("rank_programs:train_bucketed", inputs=inputs)
+    check_groups(results, expected, "with BucketedDDP(model, group=...) for groups [[0, 1, 2], [3]]")
+
+
+@pytest.mark.concept("incomplete_bucket_refused")
+@pytest.mark.part("09.overlap")
+@pytest.mark.parametrize("world", [2], indirect=True)
+def test_finish_refuses_a_bucket_that_never_completed(world: World) -> None:
+    weights = weights_for(CHAIN, seed=54)
+    x, _ = batch(CHAIN, ROWS * world.size, seed=55)
+    inputs = [dict(weights=weights, x=xs, cap_bytes=200) for xs in x.chunk(world.size)]
+    for res in world.run("rank_programs:bucketed_missing_gradient", inputs=inputs):
+        assert res.value["raised"] == "RuntimeError", (
+            f"rank {res.rank}/{world.size}: a parameter got no gradient in backward, so its bucket never "
+            "completed; finish_gradient_synchronization must raise RuntimeError, got "
+            f"{res.value['raised'] or 'no exception'} {res.value['message']}"
+        )

@@ -1,8 +1,8 @@
 """Megatron-LM tensor parallelism: split each weight matrix across R ranks, and all-reduce only where needed.
 
 Column-parallel Y_r = X W_r^T (W's output rows split; Y stays split) feeds row-parallel Z = sum_r Y_r V_r^T
-(V's input columns split); the sum is the one all-reduce. The f and g functions put the collectives in:
-f = identity forward / all-reduce backward, g = all-reduce forward / identity backward.
+(V's input columns split). Two small autograd functions, f (entering the split region) and g (leaving it),
+hold all the communication; what each does in forward and in backward is yours to derive.
 Shoeybi et al. 2019, Sec. 3 and Fig. 3 (https://arxiv.org/abs/1909.08053). Check: `grade exercise 10`.
 Shapes: B batch, S sequence, H hidden, F ffn size, R = tp world size, r = tp rank, nh heads, hd = H / nh.
 """
@@ -22,9 +22,11 @@ from torch import nn
 
 
 class CopyToTPRegion(torch.autograd.Function):
-    """f: identity in forward; all-reduce (sum) of the gradient over `group` in backward.
+    """f, where a column-parallel layer takes its input X (..., in), the same tensor on every rank of `group`.
 
-    Every rank feeds the same X into its own shard, so dL/dX is the sum of every rank's contribution.
+    Forward returns X's values, for this rank's shard to consume. Backward receives this rank's gradient of
+    the loss with respect to that output, which covers only what this rank's shard computed, and must
+    return the gradient of the loss with respect to X: the same on every rank. Megatron-LM mappings.py.
     """
 
     @staticmethod
@@ -44,9 +46,12 @@ class CopyToTPRegion(torch.autograd.Function):
 
 
 class ReduceFromTPRegion(torch.autograd.Function):
-    """g: all-reduce (sum) over `group` in forward; identity in backward.
+    """g, where the row-parallel layer leaves the split region: x (..., out) is this rank's partial result,
+    one of the R terms whose sum over the ranks of `group` is the layer's output.
 
-    The sum's gradient with respect to each partial sum is the incoming gradient itself.
+    Forward returns the whole sum, the same on every rank. Backward receives the gradient of the loss with
+    respect to that sum and must return the gradient with respect to this rank's term (Megatron-LM
+    mappings.py).
     """
 
     @staticmethod
@@ -110,9 +115,9 @@ class ColumnParallelLinear(nn.Module):
 class RowParallelLinear(nn.Module):
     """Z = sum_r X_r V_r^T + b. V (out, in) is split by input columns: rank r holds r*in/R .. (r+1)*in/R - 1.
 
-    Input: this rank's shard X_r (..., in/R), e.g. a column-parallel output. Output: the full Z (..., out) on
-    every rank. Parameters: weight (out, in/R), bias (out,) whole, added once, after the sum.
-    Raises ValueError if R does not divide in.
+    Input: this rank's shard X_r (..., in/R), e.g. a column-parallel output. Output: the full Z (..., out) =
+    X V^T + b on every rank. Parameters: weight (out, in/R); bias (out,) whole, the same on every rank (not
+    split), or None. Raises ValueError if R does not divide in.
     """
 
     def __init__(
@@ -153,10 +158,10 @@ class RowParallelLinear(nn.Module):
 
 
 class TensorParallelMLP(nn.Module):
-    """GELU(X A^T + a) B^T + b with A column-parallel (`up_proj`) and B row-parallel (`down_proj`).
+    """GELU(X A^T + a) B^T + b on every rank, A (F, H) split in `up_proj` (a ColumnParallelLinear(H, F)) and
+    B (H, F) split in `down_proj` (a RowParallelLinear(F, H)). GELU is F.gelu (exact erf form).
 
-    GELU acts elementwise, so it applies to each rank's shard of X A^T on its own (Megatron Sec. 3): one
-    all-reduce in forward (g in down_proj), one in backward (f in up_proj). GELU is F.gelu (exact erf form).
+    Budget: one all-reduce in forward and one in backward for the whole block (Megatron Sec. 3).
     """
 
     def __init__(self, hidden: int, ffn: int, *, group=None, dtype=None, device=None) -> None:

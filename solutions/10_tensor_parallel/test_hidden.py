@@ -3,7 +3,8 @@ along the wrong dimension or given to the wrong rank; the row-parallel bias adde
 times) or split across ranks; a column-parallel bias that is not split; the nonlinearity applied after the
 sum instead of per shard; a fused QKV weight chunked as one matrix, so rank 0 gets only W_q's rows; heads
 split with the wrong head count or head size, a missing causal mask or 1/sqrt(hd); dense nn.Linear layers
-left in a "parallel" block (picotron #23); no error when the heads do not divide across the ranks.
+left in a "parallel" block (picotron #23); no error when the heads, the output features (column) or the
+input features (row) do not divide across the ranks. Also on 3 ranks, with shapes drawn from seeds here.
 
 Every expected value is computed here, in the judge, from the dense module with the same full weights
 (coursekit.toy_models), and each rank's gradient is compared with its shard of the dense gradient:
@@ -109,9 +110,11 @@ def shard(t: torch.Tensor, p: int, r: int, dim: int) -> torch.Tensor:
 # 10.column_parallel
 
 
-def column_case(world: World, x: torch.Tensor, with_bias: bool, seed: int) -> tuple[list, list[dict]]:
+def column_case(
+    world: World, x: torch.Tensor, with_bias: bool, seed: int, out: int = 8
+) -> tuple[list, list[dict]]:
     p = world.size
-    w, b, x_ref = leaves(rand(8, x.shape[-1], seed=seed), rand(8, seed=seed + 1), x)
+    w, b, x_ref = leaves(rand(out, x.shape[-1], seed=seed), rand(out, seed=seed + 1), x)
     y = F.linear(x_ref, w, b if with_bias else None)
     grad_out = rand(*y.shape, seed=seed + 2)
     y.backward(grad_out)
@@ -171,9 +174,11 @@ def test_column_input_grad_summed_in_backward(world: World) -> None:
 # 10.row_parallel
 
 
-def row_case(world: World, x: torch.Tensor, with_bias: bool, seed: int) -> tuple[list, list[dict]]:
+def row_case(
+    world: World, x: torch.Tensor, with_bias: bool, seed: int, out: int = 6
+) -> tuple[list, list[dict]]:
     p = world.size
-    w, b, x_ref = leaves(rand(6, x.shape[-1], seed=seed), rand(6, seed=seed + 1, scale=3.0), x)
+    w, b, x_ref = leaves(rand(out, x.shape[-1], seed=seed), rand(out, seed=seed + 1, scale=3.0), x)
     y = F.linear(x_ref, w, b if with_bias else None)
     grad_out = rand(*y.shape, seed=seed + 2)
     y.backward(grad_out)
@@ -385,3 +390,106 @@ def test_attention_heads_must_divide(world: World) -> None:
             f"ValueError (6 heads do not split over 4 ranks); got {res.value['raised'] or 'no exception'} "
             f"{res.value['message']}"
         )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# unseen shapes: 3 ranks (not a power of two), layer and block shapes drawn here from seeds, never shipped
+
+
+def draw(seed: int, lo: int, hi: int) -> int:
+    return int(torch.randint(lo, hi + 1, (1,), generator=torch.Generator().manual_seed(seed)))
+
+
+def drawn_input(seed: int, width: int) -> torch.Tensor:
+    """A 2-D or 3-D input of `width` features, its leading shape drawn from `seed`."""
+    lead = (draw(seed, 2, 5),) if draw(seed + 1, 0, 1) else (draw(seed, 1, 2), draw(seed + 2, 1, 4))
+    return rand(*lead, width, seed=seed + 3)
+
+
+def column_drawn(world: World, seed: int) -> tuple[list, list[dict]]:
+    p = world.size  # in: any width; out: a multiple of R
+    x = drawn_input(seed, draw(seed + 4, 2, 7))
+    return column_case(world, x, with_bias=True, seed=seed + 5, out=p * draw(seed + 6, 1, 3))
+
+
+@pytest.mark.part("10.column_parallel")
+@pytest.mark.concept("column_output_shards")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_column_drawn_shapes_output_shards(world: World) -> None:
+    results, expect = column_drawn(world, seed=500)
+    check_structure(results, expect)
+    check_values(results, expect, x_grad=False)
+
+
+@pytest.mark.part("10.column_parallel")
+@pytest.mark.concept("f_sums_input_grad")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_column_drawn_shapes_input_grad(world: World) -> None:
+    results, expect = column_drawn(world, seed=510)
+    check_values(results, expect, out=False, only=[])
+    check_comm(results, expect)
+
+
+@pytest.mark.part("10.row_parallel")
+@pytest.mark.concept("g_sums_partial_products")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_row_drawn_shapes(world: World) -> None:
+    seed = 520  # in: a multiple of R; out: any width
+    x = drawn_input(seed, world.size * draw(seed + 4, 1, 3))
+    results, expect = row_case(world, x, with_bias=False, seed=seed + 5, out=draw(seed + 6, 2, 7))
+    check_values(results, expect)
+    check_comm(results, expect)
+
+
+@pytest.mark.part("10.mlp")
+@pytest.mark.concept("mlp_gelu_per_shard")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_mlp_drawn_shapes(world: World) -> None:
+    hidden, ffn = draw(530, 2, 7), world.size * draw(531, 1, 4)
+    check_values(*mlp_case(world, hidden=hidden, ffn=ffn, seed=532))
+
+
+@pytest.mark.part("10.attention")
+@pytest.mark.concept("attn_heads_local")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_attention_drawn_shapes(world: World) -> None:
+    heads, head_dim = world.size * draw(540, 1, 2), draw(541, 1, 3)
+    batch, seq = draw(542, 1, 2), draw(543, 2, 5)
+    check_values(
+        *attention_case(world, batch=batch, seq=seq, hidden=heads * head_dim, num_heads=heads, seed=544)
+    )
+
+
+def refused(world: World, program: str, what: str, **inputs: Any) -> None:
+    for res in world.run(program, inputs=inputs):
+        assert res.value["raised"] == "ValueError", (
+            f"rank {res.rank}/{world.size}: {what} on {world.size} ranks must raise ValueError (no equal "
+            f"split); got {res.value['raised'] or 'no exception'} {res.value['message']}"
+        )
+
+
+@pytest.mark.part("10.column_parallel")
+@pytest.mark.concept("column_split_must_divide")
+@pytest.mark.parametrize("world", [3, 4], indirect=True)
+def test_column_refuses_indivisible_out_features(world: World) -> None:
+    out = world.size * draw(550 + world.size, 1, 3) + draw(560 + world.size, 1, world.size - 1)
+    refused(world, "rank_programs:construct_linear", f"ColumnParallelLinear(4, {out})", kind="column",
+            in_features=4, out_features=out)  # fmt: skip
+
+
+@pytest.mark.part("10.row_parallel")
+@pytest.mark.concept("row_split_must_divide")
+@pytest.mark.parametrize("world", [3, 4], indirect=True)
+def test_row_refuses_indivisible_in_features(world: World) -> None:
+    inp = world.size * draw(570 + world.size, 1, 3) + draw(580 + world.size, 1, world.size - 1)
+    refused(world, "rank_programs:construct_linear", f"RowParallelLinear({inp}, 4)", kind="row",
+            in_features=inp, out_features=4)  # fmt: skip
+
+
+@pytest.mark.part("10.attention")
+@pytest.mark.concept("attn_heads_must_divide")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_attention_heads_must_divide_on_three_ranks(world: World) -> None:
+    # 4 heads of size 3: the layer sizes 12 and 36 divide by 3, so only the head count can refuse it
+    refused(world, "rank_programs:construct_attention", "TensorParallelAttention(12, num_heads=4)",
+            hidden=12, num_heads=4)  # fmt: skip

@@ -1,7 +1,8 @@
 """A sequence-parallel MLP block: LayerNorm and dropout on S/t tokens, the MLP itself split over t ranks.
 
-  x (s,B,H) -LN-> (s,B,H) -all-gather + fc1 (cols r)-> (S,B,F/t) -GeLU-> fc2 (rows r) -> (S,B,H) partial
-            -reduce-scatter-> (s,B,H) -+ b2, dropout-> + x  ->  y (s,B,H)
+  x (s,B,H) -LN-> (s,B,H) -all-gather, fc1 (rows r of W1)-> (S,B,F/t) -GeLU-> fc2 (columns r of W2)
+            -> (S,B,H) partial -reduce-scatter-> (s,B,H) -dropout-> + x  ->  y (s,B,H)
+  (where fc2's replicated bias enters is yours to work out)
 
 Plain tensor parallelism (Megatron-LM, Shoeybi et al. 2019) runs LayerNorm and dropout on all S tokens on
 every rank; sequence parallelism (Korthikanti et al. 2022, arXiv 2205.05198, §4.2.2) gives each rank S/t of
@@ -18,37 +19,41 @@ import torch.nn.functional as F
 from sp_comm import AllGatherColumnLinear, reduce_scatter_to_sequence_parallel
 from torch import nn
 
-# Megatron-LM megatron/core/tensor_parallel/random.py, model_parallel_cuda_manual_seed: the RNG used inside
-# model-parallel regions is seeded with seed + 2718 + tp_rank ("2718 is just for fun"), so it differs across
-# the TP group; transformer_block.py forks that RNG around the whole block when sequence_parallel is on.
+# Megatron-LM megatron/core/tensor_parallel/random.py, model_parallel_cuda_manual_seed: the offset Megatron
+# adds to the seed of its model-parallel RNG ("2718 is just for fun"); transformer_block.py forks that RNG
+# around the whole block when sequence_parallel is on. Yours to use or not.
 TP_SEED_OFFSET = 2718
 
 
 def sequence_parallel_dropout(x: torch.Tensor, p: float, seed: int, group=None) -> torch.Tensor:
-    """Dropout on this rank's sequence shard x (s, B, H), with this rank's own random stream.
+    """Dropout on this rank's sequence shard x (s, B, H): returns x with dropped elements zeroed and kept ones
+    scaled by 1 / (1 - p), so that the output's expectation is x. Each element is kept with probability 1 - p.
 
-    keep = torch.rand(x.shape, generator=torch.Generator().manual_seed(seed + TP_SEED_OFFSET + rank),
-                      dtype=x.dtype) >= p    (drawn on the CPU, then moved to x.device)
-    returns x * keep / (1 - p), with keep a bool tensor: autograd saves 1 byte per element for it, as
-    Korthikanti et al. count dropout masks. Rank r's tokens are rows r*s.. of the full sequence, so the
-    dense model's mask is the t shards' masks concatenated in rank order.
+    The mask is this rank's own: it depends only on (seed, the rank in `group`, x.shape, p), never on x's
+    values or on any RNG state outside this call, so two calls with the same arguments drop the same
+    elements, and the t ranks of the group draw masks that are independent of one another. Rank r's tokens
+    are rows r*s.. of the full sequence, so the dense block's mask is the t ranks' masks side by side.
+    Autograd must keep 1 byte per element for the mask (Korthikanti et al. count dropout masks that way).
     """
-    ### BEGIN SOLUTION 11.dropout_grads
+    ### BEGIN SOLUTION 11.dropout
     rank = dist.get_rank(group)
     # A different seed per rank: with one shared seed every shard would get the SAME mask, so token i of
-    # every shard would be dropped together (Megatron's data-parallel RNG is the shared one).
+    # every shard would be dropped together (Megatron's data-parallel RNG is the shared one). Megatron's
+    # model-parallel RNG is seeded with seed + 2718 + tp_rank. A private CPU generator keeps the global RNG
+    # untouched and gives the same mask on any device.
     gen = torch.Generator().manual_seed(seed + TP_SEED_OFFSET + rank)
     keep = torch.rand(x.shape, generator=gen, dtype=x.dtype).to(x.device) >= p  # (s, B, H) bool
+    # bool mask: autograd keeps 1 byte per element for the product (a float64 mask would keep 8)
     return x * keep / (1 - p)
     ### END SOLUTION
 
 
 class SequenceParallelMLP(nn.Module):
-    """LayerNorm -> fc1 (column-parallel) -> GeLU -> fc2 (row-parallel) -> bias, dropout -> residual.
+    """The dense block x + dropout(fc2(GeLU(fc1(LayerNorm(x))))), fc1 column- and fc2 row-parallel.
 
     Input and output are this rank's sequence shard (s, B, H). fc1 holds rows [r*F/t, (r+1)*F/t) of the
-    dense (F, H) weight, fc2 columns [r*F/t, (r+1)*F/t) of the dense (H, F) weight. The LayerNorm and
-    fc2's bias are replicated: every rank holds all of them, but applies them to its own tokens only.
+    dense (F, H) weight and of its bias, fc2 columns [r*F/t, (r+1)*F/t) of the dense (H, F) weight. The
+    LayerNorm's weight and bias and fc2's bias are replicated: every rank holds all of them.
     """
 
     def __init__(
@@ -78,8 +83,13 @@ class SequenceParallelMLP(nn.Module):
         self.fc2_bias.copy_(dense["fc2.bias"])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x (s, B, H), this rank's tokens -> y (s, B, H). One all-gather and one reduce-scatter, no
-        all-reduce; use F.layer_norm (self.norm), F.gelu (exact erf form) and F.linear for fc2."""
+        """x (s, B, H), this rank's tokens -> y (s, B, H), this rank's rows of the dense block's output
+
+            y = x + sequence_parallel_dropout(fc2(GeLU(fc1(LayerNorm(x)))), self.p_drop, self.seed, group)
+
+        with GeLU exact (F.gelu), fc1 and fc2 with their biases, LayerNorm = self.norm. Communication: one
+        all-gather and one reduce-scatter in forward, no all-reduce in forward or backward. Activation
+        memory: the budget in the README (what autograd keeps for backward, measured)."""
         ### BEGIN SOLUTION 11.mlp_block
         h = self.norm(x)  # (s, B, H): LayerNorm needs only its own token's H features, so a shard will do
         # all-gather the sequence and multiply by this rank's fc1 rows; saves only the (s, B, H) shard
@@ -92,14 +102,17 @@ class SequenceParallelMLP(nn.Module):
         ### END SOLUTION
 
     def allreduce_sequence_parallel_grads(self) -> None:
-        """After backward: sum over the TP group the .grad of every REPLICATED parameter that this rank
-        applied to its own tokens only, in ONE all-reduce (flatten the grads, all-reduce, copy back), as
-        Megatron's finalize_model_grads._allreduce_layernorm_grads does. Leave the sharded ones alone."""
-        ### BEGIN SOLUTION 11.dropout_grads
+        """After backward, before the optimizer step: make every parameter's .grad equal to this rank's
+        share of the dense block's gradient (its shard for a split parameter, the whole gradient for a
+        replicated one), with exactly ONE collective, an all-reduce, for all the parameters that need it
+        (Megatron-LM finalize_model_grads._allreduce_layernorm_grads). Leave the others untouched."""
+        ### BEGIN SOLUTION 11.grad_sync
         # LayerNorm's weight and bias and fc2's bias saw s tokens here, the other S - s on other ranks:
-        # each rank holds a partial sum over tokens. fc1/fc2 weights and fc1's bias are shards, and their
-        # gradients are already complete (fc1 saw all S gathered tokens). Megatron marks the first kind
-        # with `param.sequence_parallel = True` (the row-parallel bias too, in RowParallelLinear).
+        # each rank holds a partial sum over tokens, and the dense gradient is the SUM of the t partials
+        # (not their mean: unlike data parallelism, the ranks saw different tokens of ONE batch, and the
+        # loss sums over all of them). fc1/fc2 weights and fc1's bias are shards, and their gradients are
+        # already complete (fc1 saw all S gathered tokens). Megatron marks the first kind with
+        # `param.sequence_parallel = True` (the row-parallel bias too, in RowParallelLinear).
         params = [self.norm.weight, self.norm.bias, self.fc2_bias]
         flat = torch.cat([p.grad.reshape(-1) for p in params])  # one message: one latency, not three
         dist.all_reduce(flat, group=self.group)

@@ -8,8 +8,12 @@
 - mlp_block: a block that still all-reduces, gathers twice, loses a gradient, or saves activations on all
   S tokens. Its activation memory is MEASURED (bytes of the tensors autograd saves, from
   saved_tensors_hooks in rank_programs.py) and must equal, byte for byte, Korthikanti et al.'s accounting.
-- dropout_grads: one dropout seed for all ranks (every shard gets the same mask), masks drawn for the full
-  sequence, LayerNorm or fc2-bias gradients left as per-rank partial sums, sharded gradients summed too.
+- dropout: one dropout seed for all ranks (every shard gets the same mask), masks that a rerun does not
+  reproduce (the global RNG), no 1/(1-p) scaling, float masks. Graded by properties, not by Megatron's seed
+  formula: the block is compared with the dense block built from the ranks' own masks.
+- grad_sync: LayerNorm or fc2-bias gradients left as per-rank partial sums or averaged instead of summed,
+  sharded gradients summed too, one all-reduce per parameter.
+- unseen shapes: 3 ranks and shapes drawn from seeds, with hidden sizes that t does not divide.
 
 Numbers: float64 everywhere. Collectives that only move or add small integers are compared exactly; anything
 that goes through a matmul is compared with rtol 1e-10 / atol 1e-12 (see TOL).
@@ -25,6 +29,7 @@ floats each 2-byte term is 4x larger and the 1-byte mask stays: TP sbh(17 + 64/t
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -35,7 +40,6 @@ from grader.harness import RankFailure, World, assert_close, assert_equal
 
 TOL = dict(rtol=1e-10, atol=1e-12)  # float64; sums over F (or over ranks) run in another order than the
 # dense matmul's, ~1e-16 relative per addition. A wrong shard or a missing rank's share is off by O(1).
-TP_SEED_OFFSET = 2718  # Megatron-LM model_parallel_cuda_manual_seed: seed + 2718 + tp_rank
 F64 = 8
 AG, RS = "all-gather", "reduce-scatter"
 NO_ALL_REDUCE = ["all_reduce", "broadcast", "reduce", "all_to_all", "all_to_all_single", "scatter", "gather"]
@@ -213,13 +217,79 @@ def test_linear_collectives(world: World) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# the block: 11.mlp_block and 11.dropout_grads
+# shapes the public tests never show: a group of 3, a hidden size that t does not divide, drawn from seeds
+
+
+def drawn_shape(seed: int, t: int) -> dict[str, int]:
+    """s tokens per rank, batch, hidden (any), ffn (a multiple of t): drawn here, never shipped."""
+    g = torch.Generator().manual_seed(seed)
+
+    def pick(lo: int, hi: int) -> int:
+        return int(torch.randint(lo, hi + 1, (1,), generator=g))
+
+    return {"s": pick(1, 3), "b": pick(1, 2), "h": pick(3, 7), "f": t * pick(1, 3)}
+
+
+@pytest.mark.part("11.regions")
+@pytest.mark.concept("conjugate_collectives")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_regions_drawn_shapes(world: World) -> None:
+    t, d = world.size, drawn_shape(31, world.size)
+    s, b, h = d["s"], d["b"], d["h"]
+    xs = [ints((s, b, h), seed=300 + r) for r in range(t)]
+    dys = [ints((t * s, b, h), seed=310 + r) for r in range(t)]
+    for res in run_region(world, "gather", xs, dys):
+        r, v = res.rank, res.value
+        assert_equal(v["y"], torch.cat(xs), rank=r, world_size=t, what=f"all-gathered ({t * s}, {b}, {h})")
+        assert_equal(v["x_grad"], rows(sum(dys), t, r), rank=r, world_size=t, what="gradient of the shard")
+    xs = [ints((t * s, b, h), seed=320 + r) for r in range(t)]
+    dys = [ints((s, b, h), seed=330 + r) for r in range(t)]
+    for res in run_region(world, "scatter", xs, dys):
+        r, v = res.rank, res.value
+        assert_equal(v["y"], rows(sum(xs), t, r), rank=r, world_size=t, what="reduce-scattered rows")
+        assert_equal(v["x_grad"], torch.cat(dys), rank=r, world_size=t, what="gradient of the partial sum")
+
+
+@pytest.mark.part("11.linear")
+@pytest.mark.concept("column_parallel_gradients")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_linear_drawn_shapes(world: World) -> None:
+    t, d = world.size, drawn_shape(32, world.size)
+    results, data = run_linear(world, s=d["s"], b=d["b"], h=d["h"], o=d["f"])
+    x, w, b = (data[k].clone().requires_grad_() for k in ("x", "w", "b"))
+    y = x @ w.t() + b
+    y.backward(data["dy"])
+    for res in results:
+        r, v = res.rank, res.value
+        ok = dict(rank=r, world_size=t, **TOL)
+        assert_close(v["y"], y.detach().chunk(t, dim=2)[r], what="Y (S, B, O/t)", **ok)
+        assert_close(v["grads"]["weight"], w.grad.chunk(t)[r], what="grad of my weight rows", **ok)
+        assert_close(v["grads"]["bias"], b.grad.chunk(t)[r], what="grad of my bias", **ok)
+        assert_close(v["grads"]["x"], rows(x.grad, t, r), what="grad of my input shard", **ok)
+
+
+@pytest.mark.part("11.linear")
+@pytest.mark.concept("shard_saved_for_backward")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_linear_saves_only_the_shard_drawn_shapes(world: World) -> None:
+    t, d = world.size, drawn_shape(33, world.size)
+    for res in run_linear(world, s=d["s"], b=d["b"], h=d["h"], o=d["f"])[0]:
+        shard = d["s"] * d["b"] * d["h"] * F64
+        assert res.value["saved_bytes"] == shard, (
+            f"rank {res.rank}/{t}: AllGatherColumnLinear saved {res.value['saved_bytes']} bytes for "
+            f"backward; only the ({d['s']}, {d['b']}, {d['h']}) float64 input shard, {shard} bytes, "
+            "may be kept"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the blocks: 11.dropout, 11.mlp_block, 11.grad_sync
 
 S_PER_RANK, BATCH, HIDDEN, FFN = 2, 2, 8, 16
+DENSE_SEED, DROP_SEED = 7, 11
 
 
-def dense_params(seed: int = 7) -> dict[str, torch.Tensor]:
-    h, f = HIDDEN, FFN
+def dense_params(seed: int = DENSE_SEED, h: int = HIDDEN, f: int = FFN) -> dict[str, torch.Tensor]:
     return {
         "norm.weight": 1 + randn((h,), seed, 0.2),
         "norm.bias": randn((h,), seed + 1, 0.2),
@@ -230,27 +300,43 @@ def dense_params(seed: int = 7) -> dict[str, torch.Tensor]:
     }
 
 
-def dense_mlp(params: dict, x: torch.Tensor, p: float, seed: int, t: int) -> torch.Tensor:
-    """The unsplit block; the dropout mask of token rows r*s.. is drawn from seed + 2718 + r."""
+def dense_mlp(params: dict, x: torch.Tensor, drop: torch.Tensor | None) -> torch.Tensor:
+    """The unsplit block; `drop` is the dropout's factor per element (0 or 1 / (1 - p)), or None for p = 0."""
     h = F.layer_norm(x, x.shape[-1:], params["norm.weight"], params["norm.bias"])
     h = F.gelu(F.linear(h, params["fc1.weight"], params["fc1.bias"]))
     h = F.linear(h, params["fc2.weight"], params["fc2.bias"])
-    s = x.shape[0] // t
-    gens = [torch.Generator().manual_seed(seed + TP_SEED_OFFSET + r) for r in range(t)]
-    keep = torch.cat([torch.rand((s, *x.shape[1:]), generator=g, dtype=x.dtype) for g in gens]) >= p
-    return x + h * keep / (1 - p)
+    return x + (h if drop is None else h * drop)
 
 
-def run_mlp(world: World, *, p: float, sync: bool = False, baseline: bool = False, forbid=NO_ALL_REDUCE):
-    """Run the block on every rank; return (results, dense output, dense grads by parameter name, x grad)."""
+def baseline_drop(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    """The full-sequence mask the course's plain-TP baseline (rank_programs.tp_mlp) draws, as a factor."""
+    keep = torch.rand(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype) >= p
+    return keep.to(x.dtype) / (1 - p)  # a bool / float would be float32
+
+
+def run_mlp(
+    world: World,
+    *,
+    p: float,
+    sync: bool = False,
+    baseline: bool = False,
+    forbid=NO_ALL_REDUCE,
+    shape: dict[str, int] | None = None,
+):
+    """Run the block on every rank; return (results, dense output, dense grads by parameter name, x grad).
+
+    The dense block's dropout is the t ranks' own dropout factors side by side (what each rank's
+    sequence_parallel_dropout multiplies by); whether those are good masks is graded in 11.dropout."""
     t = world.size
-    params, seed = dense_params(), 11
-    x, dy = randn((t * S_PER_RANK, BATCH, HIDDEN), 20), randn((t * S_PER_RANK, BATCH, HIDDEN), 21)
-    inputs = dict(dense=params, x=x, dy=dy, p_drop=p, seed=seed, sync=sync, baseline=baseline)
+    d = shape or {"s": S_PER_RANK, "b": BATCH, "h": HIDDEN, "f": FFN}
+    params = dense_params(h=d["h"], f=d["f"])
+    x, dy = randn((t * d["s"], d["b"], d["h"]), 20), randn((t * d["s"], d["b"], d["h"]), 21)
+    inputs = dict(dense=params, x=x, dy=dy, p_drop=p, seed=DROP_SEED, sync=sync, baseline=baseline)
     results = world.run("rank_programs:mlp", inputs=inputs, forbid=forbid)
+    drop = torch.cat([res.value["drop"] for res in results]) if p > 0 else None
     leaves = {k: v.clone().requires_grad_() for k, v in params.items()}
     xl = x.clone().requires_grad_()
-    y = dense_mlp(leaves, xl, p, seed, t)
+    y = dense_mlp(leaves, xl, drop)
     y.backward(dy)
     grads = {k: v.grad for k, v in leaves.items()}
     return results, y.detach(), grads, xl.grad
@@ -277,27 +363,78 @@ SHARDED = ["fc1.weight", "fc1.bias", "fc2.weight"]
 REPLICATED = ["norm.weight", "norm.bias", "fc2.bias"]
 
 
-@pytest.mark.part("11.mlp_block")
-@pytest.mark.concept("sp_block_matches_dense")
-def test_block_forward(world: World) -> None:
-    t = world.size
-    results, y, _, _ = run_mlp(world, p=0.0)
+# --- 11.dropout
+
+
+def dropout_facts(world: World, shape: tuple[int, ...], p: float, seed: int) -> list:
+    x = randn(shape, 40)
+    return world.run("rank_programs:dropout_facts", inputs={"x": x, "p": p, "seed": seed}), x
+
+
+@pytest.mark.part("11.dropout")
+@pytest.mark.concept("per_rank_dropout_stream")
+@pytest.mark.parametrize("world", [3, 4], indirect=True)
+def test_dropout_stream_is_this_ranks_own_and_reproducible(world: World) -> None:
+    t, p = world.size, 0.5
+    results, x = dropout_facts(world, (4, 2, 8), p, seed=3)  # 64 elements: two equal masks by chance, 2^-64
     for res in results:
-        assert_close(
-            res.value["y"],
-            rows(y, t, res.rank),
-            rank=res.rank,
+        r, v = res.rank, res.value
+        assert_equal(
+            v["again"],
+            v["first"],
+            rank=r,
             world_size=t,
-            what="block output (s, B, H)",
-            **TOL,
+            what="dropout of ones, called again with the same seed (the global RNG reseeded in between): a "
+            "mask must depend on (seed, rank, shape, p) only",
+        )
+        assert not torch.equal(v["other_seed"], v["first"]), (
+            f"rank {r}/{t}: seed 3 and seed 4 drop exactly the same elements; the seed must pick the mask"
+        )
+        assert_close(
+            v["on_x"], x * v["first"], rank=r, world_size=t, what="dropout of x vs x * dropout of ones", **TOL
+        )
+    for a, b in itertools.combinations(results, 2):
+        assert not torch.equal(a.value["first"], b.value["first"]), (
+            f"ranks {a.rank} and {b.rank} of {t} drew the same dropout mask: with one shared random stream, "
+            "token i of every shard is dropped together; each rank needs its own stream"
         )
 
 
-@pytest.mark.part("11.mlp_block")
-@pytest.mark.concept("sp_block_matches_dense")
-def test_block_backward(world: World) -> None:
-    t = world.size
-    results, _, grads, x_grad = run_mlp(world, p=0.0)
+@pytest.mark.part("11.dropout")
+@pytest.mark.concept("inverted_dropout_scaling")
+def test_dropout_keeps_one_minus_p_scaled(world: World) -> None:
+    t, p, n = world.size, 0.3, 16 * 4 * 16
+    results, _ = dropout_facts(world, (16, 4, 16), p, seed=8)
+    for res in results:
+        got = res.value["first"]
+        kept = got != 0
+        scale = torch.full_like(got, 1 / (1 - p))
+        assert_close(got[kept], scale[kept], rank=res.rank, world_size=t, what="kept elements of ones", **TOL)
+        rate = kept.double().mean().item()
+        # a fair Binomial(n, 1 - p) share lies within 6 standard deviations (~0.086 here) but for 1e-9
+        assert abs(rate - (1 - p)) < 6 * ((p * (1 - p)) / n) ** 0.5, (
+            f"rank {res.rank}/{t}: dropout with p = {p} kept {rate:.3f} of {n} elements; it keeps each one "
+            f"with probability 1 - p = {1 - p}"
+        )
+
+
+@pytest.mark.part("11.dropout")
+@pytest.mark.concept("dropout_mask_one_byte")
+def test_dropout_keeps_a_one_byte_mask(world: World) -> None:
+    t, shape = world.size, (3, 2, 5)
+    results, _ = dropout_facts(world, shape, 0.25, seed=9)
+    for res in results:
+        got, n = res.value["saved_bytes"], 3 * 2 * 5
+        assert got == n, (
+            f"rank {res.rank}/{t}: sequence_parallel_dropout made autograd keep {got} bytes for {n} "
+            f"elements; a bool mask is {n} bytes (a float64 one {8 * n})"
+        )
+
+
+# --- 11.mlp_block
+
+
+def check_block_backward(results: list, grads: dict, x_grad: torch.Tensor, t: int) -> None:
     for res in results:
         r, v = res.rank, res.value
         ok = dict(rank=r, world_size=t, **TOL)
@@ -309,6 +446,41 @@ def test_block_backward(world: World) -> None:
     for name in REPLICATED:  # each rank holds the sum over its own tokens: together they make the dense grad
         total = sum(res.value["partial_grads"][STUDENT_NAMES[name]] for res in results)
         assert_close(total, grads[name], what=f"{name}.grad summed over ranks before any all-reduce", **TOL)
+
+
+@pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_block_matches_dense")
+def test_block_forward_and_backward(world: World) -> None:
+    t = world.size
+    results, y, grads, x_grad = run_mlp(world, p=0.0)
+    for res in results:
+        assert_close(
+            res.value["y"], rows(y, t, res.rank), rank=res.rank, world_size=t, what="block output", **TOL
+        )
+    check_block_backward(results, grads, x_grad, t)
+
+
+@pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_block_matches_dense")
+def test_block_with_dropout_matches_dense(world: World) -> None:
+    t = world.size
+    results, y, grads, x_grad = run_mlp(world, p=0.3)
+    for res in results:
+        ok = dict(rank=res.rank, world_size=t, **TOL)
+        assert_close(res.value["y"], rows(y, t, res.rank), what="block output with dropout p = 0.3", **ok)
+    check_block_backward(results, grads, x_grad, t)
+
+
+@pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_block_matches_dense")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_block_drawn_shapes_with_dropout(world: World) -> None:
+    t = world.size
+    results, y, grads, x_grad = run_mlp(world, p=0.2, shape=drawn_shape(34, t))
+    for res in results:
+        ok = dict(rank=res.rank, world_size=t, **TOL)
+        assert_close(res.value["y"], rows(y, t, res.rank), what="block output (drawn shape)", **ok)
+    check_block_backward(results, grads, x_grad, t)
 
 
 @pytest.mark.part("11.mlp_block")
@@ -336,13 +508,15 @@ def saved_bytes(t: int, s: int, b: int, h: int, f: int, *, sequence_parallel: bo
     return n * b * h * F64 + 2 * n * b * F64 + n * b * h * F64 + tp_region + n * b * h
 
 
-@pytest.mark.part("11.mlp_block")
-@pytest.mark.concept("sp_activation_memory")
-def test_activation_memory_against_plain_tp(world: World) -> None:
-    t, s, b, h, f = world.size, S_PER_RANK, BATCH, HIDDEN, FFN
-    results, y, _, _ = run_mlp(world, p=0.1, baseline=True, forbid=())
+def check_memory(world: World, shape: dict[str, int] | None = None) -> None:
+    t = world.size
+    d = shape or {"s": S_PER_RANK, "b": BATCH, "h": HIDDEN, "f": FFN}
+    s, b, h, f = d["s"], d["b"], d["h"], d["f"]
+    results, _, _, _ = run_mlp(world, p=0.1, baseline=True, forbid=(), shape=shape)
     want_sp = saved_bytes(t, s, b, h, f, sequence_parallel=True)
     want_tp = saved_bytes(t, s, b, h, f, sequence_parallel=False)
+    x = randn((t * s, b, h), 20)  # run_mlp's input: the baseline's output checks the course's own code
+    y_tp = dense_mlp(dense_params(h=h, f=f), x, baseline_drop(x, 0.1, DROP_SEED))
     for res in results:
         v = res.value
         # the baseline is course code; if it disagrees with the accounting above, the course is wrong
@@ -350,7 +524,7 @@ def test_activation_memory_against_plain_tp(world: World) -> None:
             f"course bug: plain TP saved {v['tp_saved_bytes']} != {want_tp}"
         )
         assert_close(
-            v["tp_y"], rows(y, t, res.rank), rank=res.rank, world_size=t, what="course TP baseline", **TOL
+            v["tp_y"], rows(y_tp, t, res.rank), rank=res.rank, world_size=t, what="course TP baseline", **TOL
         )
         got = v["saved_bytes"]
         hint = ""
@@ -367,55 +541,83 @@ def test_activation_memory_against_plain_tp(world: World) -> None:
         assert saved == (t - 1) * s * b * (2 * h * F64 + 2 * F64 + h), f"saved {saved} bytes, not the formula"
 
 
-# --- 11.dropout_grads
+@pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_activation_memory")
+def test_activation_memory_against_plain_tp(world: World) -> None:
+    check_memory(world)
 
 
-@pytest.mark.part("11.dropout_grads")
-@pytest.mark.concept("per_rank_dropout_stream")
-def test_dropout_mask_is_this_ranks_own(world: World) -> None:
-    t, p, seed = world.size, 0.5, 3
-    shape = (4, 2, 3)
-    results = world.run(
-        "rank_programs:dropout", inputs={"x": torch.ones(shape, dtype=torch.float64), "p": p, "seed": seed}
-    )
-    for res in results:
-        g = torch.Generator().manual_seed(seed + TP_SEED_OFFSET + res.rank)
-        keep = torch.rand(shape, generator=g, dtype=torch.float64) >= p
-        assert_equal(
-            res.value,
-            keep.double() / (1 - p),
-            rank=res.rank,
-            world_size=t,
-            what=f"dropout of ones (mask from seed + 2718 + rank = {seed + TP_SEED_OFFSET + res.rank})",
-        )
+@pytest.mark.part("11.mlp_block")
+@pytest.mark.concept("sp_activation_memory")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_activation_memory_drawn_shapes(world: World) -> None:
+    check_memory(world, drawn_shape(35, world.size))
 
 
-@pytest.mark.part("11.dropout_grads")
-@pytest.mark.concept("per_rank_dropout_stream")
-def test_block_with_dropout_matches_dense(world: World) -> None:
-    t = world.size
-    results, y, _, x_grad = run_mlp(world, p=0.3)
-    for res in results:
-        ok = dict(rank=res.rank, world_size=t, **TOL)
-        assert_close(res.value["y"], rows(y, t, res.rank), what="block output with dropout p = 0.3", **ok)
-        assert_close(res.value["x_grad"], rows(x_grad, t, res.rank), what="input grad with dropout", **ok)
+# --- 11.grad_sync: p = 0, so that a dropout bug costs 11.dropout and not this part too
 
 
-@pytest.mark.part("11.dropout_grads")
-@pytest.mark.concept("replicated_grad_sync")
-def test_grads_after_sync(world: World) -> None:
-    t = world.size
-    results, _, grads, _ = run_mlp(world, p=0.3, sync=True, forbid=())
+def synced(world: World, shape: dict[str, int] | None = None) -> tuple[list, dict]:
+    results, _, grads, _ = run_mlp(world, p=0.0, sync=True, forbid=(), shape=shape)
+    return results, grads
+
+
+def check_synced(results: list, grads: dict, names: list[str], t: int) -> None:
     for res in results:
         r, v = res.rank, res.value
-        assert kinds(v["sync"]) == Counter({"all_reduce": 1}), (
-            f"rank {r}/{t}: allreduce_sequence_parallel_grads called {v['sync']}; it takes ONE all-reduce "
-            "of all the replicated parameters' gradients, flattened together"
-        )
-        for name, student in STUDENT_NAMES.items():
+        for name in names:
             want = my_slice(name, grads[name], t, r)
-            what = f"{name}.grad after allreduce_sequence_parallel_grads"
-            what += (
-                " (replicated: the sum over ranks)" if name in REPLICATED else " (a shard: leave it alone)"
-            )
-            assert_close(v["grads"][student], want, rank=r, world_size=t, what=what, **TOL)
+            if name in REPLICATED:
+                partial = v["partial_grads"][STUDENT_NAMES[name]]
+                got = v["grads"][STUDENT_NAMES[name]]
+                if t > 1 and torch.allclose(got * t, want, rtol=1e-9, atol=1e-12):
+                    raise AssertionError(
+                        f"rank {r}/{t}: {name}.grad after allreduce_sequence_parallel_grads is 1/{t} of the "
+                        "dense gradient: the MEAN of the ranks' shares; each rank saw different tokens of "
+                        "one sequence, and the sequence's gradient is their sum"
+                    )
+                if torch.equal(got, partial) and not torch.allclose(partial, want, **TOL):
+                    raise AssertionError(
+                        f"rank {r}/{t}: {name}.grad is still this rank's share alone after "
+                        "allreduce_sequence_parallel_grads; this parameter was applied to this rank's tokens "
+                        "only"
+                    )
+                what = f"{name}.grad after the sync (replicated: the dense gradient)"
+            else:
+                what = f"{name}.grad after the sync (a complete shard: leave it alone)"
+            assert_close(v["grads"][STUDENT_NAMES[name]], want, rank=r, world_size=t, what=what, **TOL)
+
+
+@pytest.mark.part("11.grad_sync")
+@pytest.mark.concept("replicated_grads_summed")
+def test_replicated_grads_after_sync(world: World) -> None:
+    results, grads = synced(world)
+    check_synced(results, grads, REPLICATED, world.size)
+
+
+@pytest.mark.part("11.grad_sync")
+@pytest.mark.concept("replicated_grads_summed")
+@pytest.mark.parametrize("world", [3], indirect=True)
+def test_replicated_grads_after_sync_drawn_shapes(world: World) -> None:
+    results, grads = synced(world, drawn_shape(36, world.size))
+    check_synced(results, grads, REPLICATED, world.size)
+
+
+@pytest.mark.part("11.grad_sync")
+@pytest.mark.concept("sharded_grads_untouched")
+@pytest.mark.parametrize("world", [4], indirect=True)
+def test_sharded_grads_after_sync(world: World) -> None:
+    results, grads = synced(world)
+    check_synced(results, grads, SHARDED, world.size)
+
+
+@pytest.mark.part("11.grad_sync")
+@pytest.mark.concept("one_flat_all_reduce")
+@pytest.mark.parametrize("world", [2], indirect=True)
+def test_one_all_reduce_for_the_sync(world: World) -> None:
+    t = world.size
+    for res in synced(world)[0]:
+        assert kinds(res.value["sync"]) == Counter({"all_reduce": 1}), (
+            f"rank {res.rank}/{t}: allreduce_sequence_parallel_grads called {res.value['sync']}; it takes "
+            "ONE all-reduce of all the gradients that need one, flattened together"
+        )
