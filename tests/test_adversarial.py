@@ -409,6 +409,15 @@ def test_the_rest_of_the_batch_is_unaffected(corpus: CorpusRun) -> None:
 
 
 @pytest.mark.parametrize("corpus", BACKENDS, indirect=True)
+def test_the_class_report_shows_where_runs_hung_and_every_student(corpus: CorpusRun) -> None:
+    """The batch's report (issue 20): the corpus has hangs, so the report names where they were stuck."""
+    page = corpus.written[str(corpus.out / "report" / "index.html")].decode()
+    assert "Most common stuck location: <strong>" in page
+    pages = [p for p in corpus.written if p.startswith(str(corpus.out / "report" / "students"))]
+    assert len(pages) == len(corpus.records)
+
+
+@pytest.mark.parametrize("corpus", BACKENDS, indirect=True)
 def test_no_secret_reaches_anything_the_batch_wrote(corpus: CorpusRun) -> None:
     leaks = [
         f"{kind} secret in {path}"
