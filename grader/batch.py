@@ -235,6 +235,10 @@ def grade_all(
             process.close()
 
 
+GRACEFUL_STOP_S = 15.0
+"""How long a grading process may take to wind down at the end of a batch before it is killed."""
+
+
 class GradingProcess:
     """One batch slot's ``python -m grader.gradeone --serve``: started on first use, replaced when it dies
     or overruns, and recycled every ``JOBS_PER_PROCESS`` gradings (a long-lived judge must not grow)."""
@@ -282,7 +286,7 @@ class GradingProcess:
         return read_result(out, self.plan, label, _read_tail(self._stderr))
 
     def close(self) -> None:
-        self._stop()
+        self._stop(graceful=True)
         self._folder.cleanup()
 
     def _await_reply(self, timeout_s: float) -> bool | None:
@@ -314,9 +318,17 @@ class GradingProcess:
         os.close(replies_w)
         self._replies, self._jobs = replies_r, 0
 
-    def _stop(self) -> None:
+    def _stop(self, *, graceful: bool = False) -> None:
+        """End the grading process: killed, or (``graceful``, between jobs) told to finish by the end of its
+        input, so that it removes what it keeps (a warm Docker container), and killed only if it lingers."""
         if self._process is None:
             return
+        if graceful and self._process.stdin is not None:
+            self._process.stdin.close()
+            try:
+                self._process.wait(timeout=GRACEFUL_STOP_S)
+            except subprocess.TimeoutExpired:
+                pass
         self._process.kill()
         self._process.wait()
         if self._process.stdin is not None:

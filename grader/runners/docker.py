@@ -28,6 +28,8 @@ from grader.results import ExerciseResult, Status
 from grader.runners import GradeJob, SuiteError
 from grader.submission import stage
 
+HANDOFF_PREFIX = "distgpu-handoff-"
+"""Host folders a container reads its submission from: ``<prefix><owner pid>-<random>`` in the temp dir."""
 LABEL = "distgpu.grader"
 """Every container we start carries it (value: our pid), so leftovers of a killed grader can be swept."""
 START_MARGIN_S = 60.0
@@ -110,7 +112,7 @@ class DockerRunner:
             _discard(old)
 
     def _start(self, job: GradeJob) -> _Warm:
-        handoff = Path(tempfile.mkdtemp(prefix="distgpu-handoff-"))
+        handoff = Path(tempfile.mkdtemp(prefix=f"{HANDOFF_PREFIX}{os.getpid()}-"))
         handoff.chmod(0o755)
         token = secrets.token_hex(16)
         try:
@@ -217,7 +219,8 @@ def _remove(container: Any, attempts: int = 5) -> None:
 
 
 def sweep_leftovers(client: Any) -> list[str]:
-    """Remove containers a grader process that no longer exists left behind; return their ids."""
+    """Remove containers (and their handoff folders) a grader process that no longer exists left behind;
+    return the containers' ids."""
     import docker
 
     removed = []
@@ -229,6 +232,10 @@ def sweep_leftovers(client: Any) -> list[str]:
             except docker.errors.APIError:  # NotFound, or 409: another grader's sweep got there first
                 continue
             removed.append(container.id)
+    for handoff in Path(tempfile.gettempdir()).glob(f"{HANDOFF_PREFIX}*-*"):
+        owner = handoff.name.removeprefix(HANDOFF_PREFIX).split("-", 1)[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not _alive(int(owner)):
+            shutil.rmtree(handoff, ignore_errors=True)
     return removed
 
 
