@@ -118,6 +118,7 @@ def test_flags_are_frozen() -> None:
             "-h",
         ],
         "export": ["--csv", "--gradebook", "--help", "-h"],
+        "report": ["--anonymize", "--help", "--html", "-h"],
         "release": ["--help", "-h"],
         "gradescope": ["--help", "-h"],
         "prairielearn": ["--help", "-h"],
