@@ -11,6 +11,7 @@ import builtins
 import keyword
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from grader.course import Course
@@ -105,25 +106,25 @@ def solution_lines(course: Course) -> dict[str, str]:
     student-visible file is a leak, however short: ``sbh = s * b * h`` is part of an answer.
     """
     secrets: dict[str, str] = {}
-    for exercise in course.exercises:
-        for name in exercise.files:
-            body, _ = _split_regions((course.solution_dir(exercise) / name).read_text())
-            origin = f"solutions/{exercise.dirname}/{name}"
-            for text in (line.strip() for line in body):
-                if text and not text.startswith("#") and not _generic(text):
-                    secrets.setdefault(text, origin)
+    for origin, body, _ in _reference_regions(course):
+        for text in (line.strip() for line in body):
+            if text and not text.startswith("#") and not _generic(text):
+                secrets.setdefault(text, origin)
     given = _given_lines(course)
     return {line: origin for line, origin in secrets.items() if line not in given}
 
 
 def _given_lines(course: Course) -> set[str]:
     """Lines outside the solution regions of the reference files: what every stub hands out."""
-    given: set[str] = set()
+    return {line.strip() for _, _, rest in _reference_regions(course) for line in rest}
+
+
+def _reference_regions(course: Course) -> Iterator[tuple[str, list[str], list[str]]]:
+    """(origin, lines inside the solution regions, lines outside) of every file a student edits."""
     for exercise in course.exercises:
         for name in exercise.files:
-            _, rest = _split_regions((course.solution_dir(exercise) / name).read_text())
-            given.update(line.strip() for line in rest)
-    return given
+            body, rest = _split_regions((course.solution_dir(exercise) / name).read_text())
+            yield f"solutions/{exercise.dirname}/{name}", body, rest
 
 
 def _generic(line: str) -> bool:
