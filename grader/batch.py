@@ -319,8 +319,8 @@ class GradingProcess:
         self._replies, self._jobs = replies_r, 0
 
     def _stop(self, *, graceful: bool = False) -> None:
-        """End the grading process: killed, or (``graceful``, between jobs) told to finish by the end of its
-        input, so that it removes what it keeps (a warm Docker container), and killed only if it lingers."""
+        """End the grading process: killed, or (``graceful``, at the end of a batch) told to finish by the
+        end of its input, so that it removes what it keeps (a warm Docker container); killed if it lingers."""
         if self._process is None:
             return
         if graceful and self._process.stdin is not None:

@@ -225,8 +225,7 @@ def sweep_leftovers(client: Any) -> list[str]:
 
     removed = []
     for container in client.containers.list(all=True, filters={"label": LABEL}):
-        owner = int(container.labels.get(LABEL, "0") or 0)
-        if owner != os.getpid() and not _alive(owner):
+        if _gone(int(container.labels.get(LABEL, "0") or 0)):
             try:
                 container.remove(force=True)
             except docker.errors.APIError:  # NotFound, or 409: another grader's sweep got there first
@@ -234,9 +233,14 @@ def sweep_leftovers(client: Any) -> list[str]:
             removed.append(container.id)
     for handoff in Path(tempfile.gettempdir()).glob(f"{HANDOFF_PREFIX}*-*"):
         owner = handoff.name.removeprefix(HANDOFF_PREFIX).split("-", 1)[0]
-        if owner.isdigit() and int(owner) != os.getpid() and not _alive(int(owner)):
+        if owner.isdigit() and _gone(int(owner)):
             shutil.rmtree(handoff, ignore_errors=True)
     return removed
+
+
+def _gone(owner: int) -> bool:
+    """Whether the grader process ``owner`` that started something no longer exists (and is not us)."""
+    return owner != os.getpid() and not _alive(owner)
 
 
 def _alive(pid: int) -> bool:
