@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_ring_vs_gloo.py                  # gloo, 4 ranks on CPU, 1 KB .. 64 MB
     .venv/bin/python benchmarks/bench_ring_vs_gloo.py --backend nccl   # NCCL, one GPU per rank
+    python3 benchmarks/bench_ring_vs_gloo.py --backend nccl --ranks 1  # scripts/gpu-check's smoke test
 
 busbw = algbw * 2(p-1)/p, algbw = bytes / time, GB = 1e9 (nccl-tests' PERFORMANCE.md conventions).
 Each size is timed as the fastest of `--repeats` runs of `--iters` back-to-back calls, after a barrier.
@@ -55,9 +56,10 @@ def rank_main(rank: int, world: int, backend: str, store: str, iters: int, repea
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world)
     ring = load_ring()
-    factor = 2 * (world - 1) / world
+    # One rank moves no bytes between ranks, so its bus bandwidth is 0: report algbw there (a smoke test).
+    factor, figure = (2 * (world - 1) / world, "bus") if world > 1 else (1.0, "algorithm")
     if rank == 0:
-        print(f"{backend}, {world} ranks: bus bandwidth in GB/s (float32)")
+        print(f"{backend}, {world} ranks: {figure} bandwidth in GB/s (float32)")
         print(f"{'size':>10} {'ring':>8} {'built-in':>9} {'ratio':>6}")
     for nbytes in SIZES:
         tensor = torch.ones(nbytes // 4, device=device)

@@ -51,10 +51,17 @@ class Part:
     """Seconds per test. Tests take milliseconds on a warm world, so 10 s only ever trips on a hang."""
     device: str = "cpu"
     """'cpu': runs anywhere (gloo on CPU, NCCL on GPUs); 'gpu': needs one GPU per rank, else blocked."""
+    gpus: int | None = None
+    """GPUs the world's ranks share (rank r on GPU r % gpus); None: one per rank. Fewer GPUs than ranks
+    means a gloo process group (NCCL refuses two ranks on one GPU), e.g. CUDA IPC between processes."""
     nodes: int = 1
     """Nodes the ranks spread over on a cluster (each world size a multiple of it); one machine runs all."""
     concepts: tuple[Concept, ...] = ()
     """From the exercise's concepts.yml; empty when it declares none (the part is then one concept)."""
+
+    def gpus_needed(self, size: int) -> int:
+        """GPUs a world of ``size`` ranks of this part uses on a CUDA run."""
+        return size if self.gpus is None else min(self.gpus, size)
 
     @property
     def name(self) -> str:
@@ -373,7 +380,10 @@ class _Reader:
 
     def part(self, node: yaml.Node, where: str, exercise: int) -> Part:
         f = self.mapping(
-            node, where, required=("name", "points", "world_sizes"), optional=("timeout", "device", "nodes")
+            node,
+            where,
+            required=("name", "points", "world_sizes"),
+            optional=("timeout", "device", "gpus", "nodes"),
         )
         sizes_where = f"{where}.world_sizes"
         sizes = tuple(self.integer(n, sizes_where, 1) for n in self.seq(f["world_sizes"], sizes_where))
@@ -387,6 +397,10 @@ class _Reader:
             if device not in DEVICES:
                 raise self.fail(f["device"], f"{where}.device", f"expected one of {', '.join(DEVICES)}")
             extra["device"] = device
+        if "gpus" in f:
+            extra["gpus"] = self.integer(f["gpus"], f"{where}.gpus", 1)
+            if extra.get("device") != "gpu":
+                raise self.fail(f["gpus"], f"{where}.gpus", "only a part with 'device: gpu' shares GPUs")
         if "nodes" in f:
             extra["nodes"] = self.integer(f["nodes"], f"{where}.nodes", 1)
             uneven = [s for s in sizes if s % extra["nodes"]]

@@ -44,13 +44,14 @@ class BugOutcome:
     concept_points: float
     """What the named concept is worth: the least this bug must lose."""
     problem: str | None
-    """None when the bug was caught as it must be."""
+    """None when the bug was caught as it must be, or could not be judged here (``blocked``)."""
+    blocked: bool = False
+    """Every test of the bug's concept was blocked (a GPU part on a CPU run): judged only where it runs."""
 
     @property
     def loss_share(self) -> float:
         """Points lost over the concept's points (>= 1 when caught)."""
-        lost = self.result.max_score - self.result.score
-        return lost / self.concept_points if self.concept_points else 0.0
+        return _points_lost(self.result) / self.concept_points if self.concept_points else 0.0
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,9 @@ class AltOutcome:
 
     @property
     def problem(self) -> str | None:
-        if self.result.full_marks:
+        lost = [t for t in self.result.tests if t.status not in (Status.PASSED, Status.BLOCKED)]
+        if not lost:
             return None
-        lost = [t for t in self.result.tests if t.status is not Status.PASSED]
         first = lost[0].output.splitlines()[0] if lost[0].output else str(lost[0].status)
         return (
             f"alt {self.name}: {self.result.score:g}/{self.result.max_score:g}, {len(lost)} test(s) reject "
@@ -86,8 +87,8 @@ class Validity:
 
     @property
     def smallest_loss(self) -> float | None:
-        """The smallest (points lost / concept points) over the bug corpus: >= 1 when every bug is caught."""
-        return min((b.loss_share for b in self.bugs), default=None)
+        """The smallest (points lost / concept points) over the bugs judged here: >= 1 when all are caught."""
+        return min((b.loss_share for b in self.bugs if not b.blocked), default=None)
 
     def graded(self) -> dict[str, ExerciseResult]:
         """Every grading by case: 'reference-1'.., 'stubs', each alt's folder name, each bug's name."""
@@ -111,7 +112,7 @@ class Validity:
             "reference_stable": f"{stable}/{len(self.references)}",
             "stub_zero": self.stubs.score == 0,
             "alt_full": f"{sum(a.problem is None for a in self.alts)}/{len(self.alts)}",
-            "bugs_caught": f"{sum(b.problem is None for b in self.bugs)}/{len(self.bugs)}",
+            "bugs_caught": _caught(self.bugs),
             "smallest_loss_per_concept": None if self.smallest_loss is None else round(self.smallest_loss, 3),
             "problems": self.problems,
             "alts": [{"name": a.name, "score": a.result.score, "max": a.result.max_score} for a in self.alts],
@@ -121,7 +122,8 @@ class Validity:
                     "concept": b.bug.get("concept"),
                     "lost": round(b.result.max_score - b.result.score, 6),
                     "concept_points": round(b.concept_points, 6),
-                    "caught": b.problem is None,
+                    "caught": b.problem is None and not b.blocked,
+                    "blocked": b.blocked,
                 }
                 for b in self.bugs
             ],
@@ -160,9 +162,9 @@ def validate_exercise(
             alts.append(AltOutcome(case.name, why, grade(folder, case.name)))
     bugs = []
     for bug in bug_corpus(corpus_root, exercise):
-        with _mutated(reference_dir, bug) as folder:
+        with mutated(reference_dir, bug) as folder:
             result = grade(folder, bug["name"])
-        bugs.append(_judged_bug(exercise, bug, result))
+        bugs.append(judge_bug(exercise, bug, result))
     problems = _reference_problems(references) + stub_problems(stubs)
     problems += [a.problem for a in alts if a.problem] + [b.problem for b in bugs if b.problem]
     return Validity(exercise, references, stubs, alts, bugs, problems)
@@ -208,7 +210,7 @@ def _overlaid(reference: Path, case: Path) -> Iterator[Path]:
 
 
 @contextmanager
-def _mutated(reference: Path, bug: dict[str, Any]) -> Iterator[Path]:
+def mutated(reference: Path, bug: dict[str, Any]) -> Iterator[Path]:
     """The reference with the bug's one ``replace`` -> ``with`` edit."""
     with tempfile.TemporaryDirectory(prefix="distgpu-bug-") as folder:
         shutil.copytree(reference, folder, dirs_exist_ok=True)
@@ -226,7 +228,7 @@ def _mutated(reference: Path, bug: dict[str, Any]) -> Iterator[Path]:
 # verdicts
 
 
-def _judged_bug(exercise: Exercise, bug: dict[str, Any], result: ExerciseResult) -> BugOutcome:
+def judge_bug(exercise: Exercise, bug: dict[str, Any], result: ExerciseResult) -> BugOutcome:
     name = bug["concept"]
     part = next((p for p in exercise.parts if p.concept(name) or (not p.concepts and p.name == name)), None)
     if part is None:
@@ -235,13 +237,29 @@ def _judged_bug(exercise: Exercise, bug: dict[str, Any], result: ExerciseResult)
         )
     points = part.concept_points(name)
     tests = [t for t in result.tests if (t.part, t.concept) == (part.id, name)]
-    lost = result.max_score - result.score
+    if tests and all(t.status is Status.BLOCKED for t in tests):
+        return BugOutcome(bug, result, points, None, blocked=True)
+    lost = _points_lost(result)
     problem = None
     if all(t.status is Status.PASSED for t in tests):
         problem = f"bug {bug['name']}: every test of concept {name!r} passes (the bug goes unnoticed there)"
     elif lost < points - 1e-6:
         problem = f"bug {bug['name']}: loses {lost:g}, less than concept {name!r}'s {points:g} points"
     return BugOutcome(bug, result, points, problem)
+
+
+def _points_lost(result: ExerciseResult) -> float:
+    """Points lost on the tests that ran: a blocked test (a GPU part on a CPU run) is neither won nor lost."""
+    ran = [t for t in result.tests if t.status is not Status.BLOCKED]
+    return sum(t.max_score for t in ran) - sum(t.score for t in ran)
+
+
+def _caught(bugs: list[BugOutcome]) -> str:
+    """'9/9', or '9/9 (+2 blocked)' when some bugs' concepts could not run here."""
+    judged = [b for b in bugs if not b.blocked]
+    caught = f"{sum(b.problem is None for b in judged)}/{len(judged)}"
+    blocked = len(bugs) - len(judged)
+    return caught + (f" (+{blocked} blocked)" if blocked else "")
 
 
 def _reference_problems(references: list[ExerciseResult]) -> list[str]:

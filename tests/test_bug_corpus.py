@@ -87,11 +87,19 @@ def validated(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict]
     return rows, out / "results"
 
 
-def _mutations() -> list[Any]:
+def _on_gpu_part(exercise: Exercise, bug: dict[str, Any]) -> bool:
+    """The bug's concept belongs to a ``device: gpu`` part: a CPU run reports its tests blocked."""
+    part = next((p for p in exercise.parts if p.concept(bug["concept"])), None)
+    return part is not None and part.device == "gpu"
+
+
+def _mutations(*, gpu: bool) -> list[Any]:
+    """The bugs of CPU parts (``gpu=False``), which this run must catch, or those of GPU parts."""
     return [
         pytest.param(e, bug["name"], id=f"{e.key}-{bug['name']}", marks=pytest.mark.slow)
         for e in GRADED
         for bug in _bugs(e)
+        if _on_gpu_part(e, bug) == gpu
     ]
 
 
@@ -108,7 +116,7 @@ def test_reference_stable_stubs_zero_alt_correct_full(validated, exercise: Exerc
     assert not problems, problems
 
 
-@pytest.mark.parametrize(("exercise", "name"), _mutations())
+@pytest.mark.parametrize(("exercise", "name"), _mutations(gpu=False))
 def test_bug_loses_its_concept_and_its_parts(validated, exercise: Exercise, name: str) -> None:  # type: ignore[no-untyped-def]
     rows, results = validated
     (found,) = [b for b in rows[exercise.key].get("bugs", []) if b["name"] == name] or [rows[exercise.key]]
@@ -116,6 +124,15 @@ def test_bug_loses_its_concept_and_its_parts(validated, exercise: Exercise, name
     result = ExerciseResult.from_dict(json.loads((results / exercise.dirname / f"{name}.json").read_text()))
     (bug,) = [b for b in _bugs(exercise) if b["name"] == name]
     check_parts(bug, result)
+
+
+@pytest.mark.parametrize(("exercise", "name"), _mutations(gpu=True))
+def test_gpu_bug_is_reported_blocked_not_caught(validated, exercise: Exercise, name: str) -> None:  # type: ignore[no-untyped-def]
+    """On CPU a GPU part's bug cannot be judged: `grade validate` must say so, not count it as caught.
+    scripts/gpu-check validates these exercises with --device cuda, where they must be caught."""
+    rows, _ = validated
+    (found,) = [b for b in rows[exercise.key].get("bugs", []) if b["name"] == name] or [rows[exercise.key]]
+    assert found.get("blocked") and not found.get("caught"), found
 
 
 def check_parts(bug: dict[str, Any], result: ExerciseResult) -> None:

@@ -43,6 +43,19 @@ def test_good_course_loads(tmp_path: Path) -> None:
     assert (part.id, part.world_sizes, part.timeout, part.device) == ("01.allreduce", (2, 3), 4.0, "cpu")
 
 
+def test_gpu_part_may_share_gpus(tmp_path: Path) -> None:
+    shared = GOOD.replace("timeout: 4}", "timeout: 4, device: gpu, gpus: 1}")
+    (part,) = load_course(write(tmp_path, shared)).find("toy").parts
+    assert (part.gpus, part.gpus_needed(3), part.gpus_needed(1)) == (1, 1, 1)
+    (one_each,) = load_course(write(tmp_path / "b", GOOD)).find("toy").parts
+    assert one_each.gpus_needed(3) == 3
+
+
+def test_only_gpu_parts_share_gpus(tmp_path: Path) -> None:
+    message = error_of(tmp_path, GOOD.replace("timeout: 4}", "timeout: 4, gpus: 1}"))
+    assert message.endswith("parts[0].gpus: only a part with 'device: gpu' shares GPUs")
+
+
 def test_unknown_key_names_line_and_suggests(tmp_path: Path) -> None:
     message = error_of(tmp_path, GOOD.replace("timeout: 4", "timout: 4"))
     assert message == (

@@ -11,7 +11,7 @@ from docker_support import require_docker_image
 from grader.course import Course
 from grader.results import ExerciseResult, Status
 from grader.runners import GradeJob
-from grader.runners.docker import LABEL, DockerRunner
+from grader.runners.docker import LABEL, DockerRunner, gpu_refusal
 from grader.runners.local import LocalRunner
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
@@ -107,3 +107,29 @@ def test_a_course_exercise_scores_the_same_in_docker(
     assert [(t.name, t.status, t.score) for t in in_docker.tests] == [
         (t.name, t.status, t.score) for t in local.tests
     ]
+
+
+def test_a_cuda_grading_asks_the_engine_for_every_gpu_and_a_large_shm(toy_course: Course) -> None:
+    """The request the engine stores for a --device cuda container (created on the real engine, never
+    started), and the clear error an engine without the NVIDIA runtime gives when one is started."""
+    import docker
+
+    image = require_docker_image()
+    runner = DockerRunner(memory="1g")
+    job = GradeJob(
+        course=toy_course, exercise=toy_course.find("toy"), source=Path("."), label="gpu", device="cuda"
+    )
+    container = runner.client.containers.create(
+        image, ["true"], labels={LABEL: str(os.getpid())}, **runner._limits(job)
+    )
+    try:
+        host = container.attrs["HostConfig"]
+        assert [(r["Count"], r["Capabilities"]) for r in host["DeviceRequests"]] == [(-1, [["gpu"]])]
+        assert host["ShmSize"] == 1 << 30  # NCCL's shared-memory transport between ranks of one container
+        if "nvidia" in runner.client.info().get("Runtimes", {}):
+            return  # this engine can start it: the refusal below is for engines without GPUs
+        with pytest.raises(docker.errors.APIError) as refused:
+            container.start()
+        assert gpu_refusal(refused.value).startswith("this Docker engine cannot give containers GPUs")
+    finally:
+        container.remove(force=True)

@@ -109,6 +109,7 @@ def test_a_crashing_rank_is_reported_with_its_exit_code(runner: LocalRunner, toy
         ("raise_at_import", Status.FAILED, "ModuleNotFoundError: No module named 'torch_but_misspelled'"),
         ("monkeypatch", Status.FAILED, ""),
         ("oom", Status.OOM, "out of memory: "),
+        ("cuda_error", Status.CRASHED, "CUDA error, the rank's GPU context is lost: AcceleratorError: "),
     ],
 )
 def test_submissions_that_try_to_end_or_fool_the_run_earn_nothing(
@@ -118,6 +119,15 @@ def test_submissions_that_try_to_end_or_fool_the_run_earn_nothing(
     assert result.score == 0
     assert {t.status for t in result.tests} == {status}
     assert all(message in t.output for t in result.tests)
+
+
+def test_a_cuda_error_replaces_the_world_for_the_next_test(runner: LocalRunner, toy_course: Course) -> None:
+    """A CUDA error leaves the rank's GPU context unusable: no later test may run on those ranks."""
+    result = grade(runner, toy_course, "cuda_error")
+    assert runner.last_pools is not None
+    starts = sorted(size for size, _ in runner.last_pools.starts)
+    ran = [t.world_size for t in result.tests if t.world_size]
+    assert all(starts.count(size) == ran.count(size) for size in set(ran)), (starts, ran)
 
 
 def test_the_judge_never_imports_the_submission(runner: LocalRunner, toy_course: Course) -> None:
@@ -150,18 +160,23 @@ def test_missing_file_is_a_verdict_not_an_error(
     assert all("ModuleNotFoundError: the submission has no toy.py" in t.output for t in result.tests)
 
 
+@pytest.mark.parametrize(
+    ("placement", "message"),
+    [
+        ("", "blocked: needs 2 GPUs; this run uses the CPU"),
+        (", gpus: 1", "blocked: needs 1 GPU; this run uses the CPU"),
+    ],
+)
 def test_gpu_part_is_blocked_on_cpu_not_skipped(
-    runner: LocalRunner, edited_course: Callable[..., Course]
+    runner: LocalRunner, edited_course: Callable[..., Course], placement: str, message: str
 ) -> None:
     course = edited_course(
         "{name: square, points: 1, world_sizes: [1], timeout: 4}",
-        "{name: square, points: 1, world_sizes: [2], timeout: 4, device: gpu}",
+        f"{{name: square, points: 1, world_sizes: [2], timeout: 4, device: gpu{placement}}}",
     )
     result = grade(runner, course, None)
     square = [t for t in result.tests if t.part == "01.square"]
-    assert [(t.status, t.output, t.score) for t in square] == [
-        (Status.BLOCKED, "blocked: needs 2 GPUs; this run uses the CPU", 0)
-    ]
+    assert [(t.status, t.output, t.score) for t in square] == [(Status.BLOCKED, message, 0)]
     assert not result.full_marks
 
 

@@ -7,6 +7,9 @@ from typing import Any
 
 _OOM_TYPES = {"MemoryError", "OutOfMemoryError"}
 _OOM_MARKERS = ("can't allocate memory", "CUDA out of memory")  # torch's CPU and CUDA allocators
+# A CUDA error leaves the rank's CUDA context unusable (every later call fails): a crash, not an answer.
+_CUDA_ERROR_TYPES = {"AcceleratorError"}  # torch >= 2.8 raises this for cudaError_t; older: RuntimeError
+_CUDA_ERROR_MARKERS = ("CUDA error:", "CUBLAS_STATUS_", "CUDNN_STATUS_", "NCCL error", "device-side assert")
 # Errors a rank raises because *another* rank failed; never the first thing to show a student.
 _KNOCK_ON_MARKERS = ("Connection closed by peer", "Timed out waiting", "pair closure", "Connection reset")
 
@@ -88,6 +91,10 @@ class RankOutOfMemory(RankFailure):
     """A rank ran out of memory."""
 
 
+class RankCudaError(RankFailure):
+    """A rank hit a CUDA error: its GPU context is lost, so the test is reported crashed, with the message."""
+
+
 class WorldCrashed(Exception):
     """A rank process died (exit, signal) before it answered."""
 
@@ -162,4 +169,13 @@ def failure(failed: dict[int, Any], world_size: int) -> RankFailure:
     message = f"{error['type']}: {error['message'][:2000]}{where}{also}"
     if error["type"] in _OOM_TYPES or any(m in error["message"] for m in _OOM_MARKERS):
         return RankOutOfMemory(f"out of memory: {message}", rank=rank, world_size=world_size)
+    if is_cuda_error(error):
+        return RankCudaError(
+            f"CUDA error, the rank's GPU context is lost: {message}", rank=rank, world_size=world_size
+        )
     return RankFailure(message, rank=rank, world_size=world_size)
+
+
+def is_cuda_error(error: dict[str, Any]) -> bool:
+    """``error`` (a failed reply's type and message) is a CUDA error rather than an exception in Python."""
+    return error["type"] in _CUDA_ERROR_TYPES or any(m in error["message"] for m in _CUDA_ERROR_MARKERS)

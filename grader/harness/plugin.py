@@ -25,6 +25,7 @@ from grader.harness.outcomes import (
     Blocked,
     CheckFailure,
     NotRun,
+    RankCudaError,
     RankFailure,
     RankOutOfMemory,
     WorldCrashed,
@@ -159,7 +160,10 @@ class GradingPlugin:
         assert part is not None
         self._refuse_to_start(part, size)
         return World(
-            self.pools.get(size, part.nodes), part.timeout, hangs=self._hangs, test=request.node.name
+            self.pools.get(size, part.nodes, shared_gpus=self._shared_gpus(part, size)),
+            part.timeout,
+            hangs=self._hangs,
+            test=request.node.name,
         )
 
     @pytest.fixture
@@ -184,12 +188,18 @@ class GradingPlugin:
         return place
 
     def _refuse_to_start(self, part: Part, size: int) -> None:
+        needed = part.gpus_needed(size)
         if part.device == "gpu" and self.device != "cuda":
-            raise Blocked(f"blocked: needs {size} GPUs; this run uses the CPU")
-        if self.device == "cuda" and size > self.gpus:
-            raise Blocked(f"blocked: needs {size} GPUs, found {self.gpus}")
+            raise Blocked(f"blocked: needs {needed} GPU{'s' * (needed > 1)}; this run uses the CPU")
+        if self.device == "cuda" and needed > self.gpus:
+            raise Blocked(f"blocked: needs {needed} GPUs, found {self.gpus}")
         if time.monotonic() - self._started > self.exercise.timeout:
             raise NotRun(f"not run: the exercise's time budget of {self.exercise.timeout:g} s is used up")
+
+    def _shared_gpus(self, part: Part, size: int) -> int | None:
+        """The GPUs a CUDA world shares when the part puts more than one rank on a GPU, else None."""
+        needed = part.gpus_needed(size)
+        return needed if self.device == "cuda" and needed < size else None
 
     def _load_reference(self, module: str) -> ModuleType:
         name = f"distgpu_reference_{self.exercise.dirname}_{module}"
@@ -276,6 +286,7 @@ def _verdict(call: pytest.CallInfo[None], report: pytest.TestReport, part_id: st
     if isinstance(exc, CheckFailure):
         where = f" rank {exc.rank}/{exc.world_size}" if exc.rank is not None else ""
         status = Status.OOM if isinstance(exc, RankOutOfMemory) else Status.FAILED
+        status = Status.CRASHED if isinstance(exc, RankCudaError) else status
         return status, f"[{part_id}{where}] {exc.message}"
     if isinstance(exc, pytest.fail.Exception):  # pytest.raises that saw nothing raised, or pytest.fail
         return Status.FAILED, f"[{part_id}] {str(exc).strip() or 'failed'}"

@@ -11,14 +11,21 @@ from __future__ import annotations
 import signal
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from grader.harness import wire
 from grader.harness.factory import FactoryError, RankFactory, RankProcess
-from grader.harness.outcomes import RankResult, WorldCrashed, WorldTimeout, failure, rank_results
+from grader.harness.outcomes import (
+    RankResult,
+    WorldCrashed,
+    WorldTimeout,
+    failure,
+    is_cuda_error,
+    rank_results,
+)
 from grader.harness.remote import NodeRankFactory, Switchboard, judge_host
 from grader.harness.stacks import where_stuck
 from grader.harness.worker import WorkerSpec
@@ -68,11 +75,16 @@ class Pool:
     """``size`` live rank workers. Not thread-safe; one task at a time.
 
     ``factories`` holds one rank factory per node: ranks are split over them in contiguous blocks (ranks
-    0..k-1 on the first), as torchrun and Slurm place them."""
+    0..k-1 on the first), as torchrun and Slurm place them. ``shared_gpus``: on a CUDA run, the ranks share
+    that many GPUs (rank r on GPU r % shared_gpus) and talk over gloo, since NCCL refuses two ranks on one
+    GPU."""
 
-    def __init__(self, size: int, config: WorldConfig, factories: list[Factory]) -> None:
+    def __init__(
+        self, size: int, config: WorldConfig, factories: list[Factory], shared_gpus: int | None = None
+    ) -> None:
         self.size = size
-        self.config = config
+        self.config = config if shared_gpus is None else replace(config, backend="gloo")
+        self.shared_gpus = shared_gpus
         self.factories = factories
         self._ranks: list[_Rank] = []
         self._answered: dict[int, Any] = {}
@@ -111,7 +123,7 @@ class Pool:
             pg_timeout_s=self.config.pg_timeout_s,
             run_as_uid=self.config.run_as_uid,
             limits=None if self.config.limits is None else self.config.limits.for_rank(per_node),
-            local_rank=rank % per_node,
+            local_rank=rank % (per_node if self.shared_gpus is None else self.shared_gpus),
         )
         spec = factory.place(spec)
         process, tasks, replies = factory.fork(spec)
@@ -250,10 +262,13 @@ class Pool:
 
 
 def _may_be_poisoned(replies: dict[int, Any]) -> bool:
-    """False when every rank succeeded, or every rank failed before any communication (an untouched stub)."""
+    """False when every rank succeeded, or every rank failed before any communication (an untouched stub)
+    and without a CUDA error (which leaves the rank's GPU context unusable)."""
     failed = [r for r in replies.values() if not r.get("ok")]
     if not failed:
         return False
+    if any(is_cuda_error(r["error"]) for r in failed):
+        return True
     quiet = all(not r["comm"]["events"] and not r["comm"]["collectives"] for r in replies.values())
     return len(failed) < len(replies) or not quiet
 
@@ -284,7 +299,7 @@ class Pools:
         self.config = config
         self.reuse = reuse
         self.nodes = nodes or []
-        self._pools: dict[tuple[int, int], Pool] = {}
+        self._pools: dict[tuple[int, int, int | None], Pool] = {}
         self._factory: RankFactory | None = factory
         self._node_factories: dict[int, NodeRankFactory] = {}
         self._switchboard: Switchboard | None = None
@@ -298,13 +313,13 @@ class Pools:
         """Over how many nodes a part that asks for ``nodes`` runs here: that many, or 1 if not available."""
         return nodes if 1 < nodes <= len(self.nodes) else 1
 
-    def get(self, size: int, nodes: int = 1) -> Pool:
-        """The world of ``size`` ranks over ``spread(nodes)`` nodes for the next test. Worlds retired by the
-        last test go first, whatever their size: what they left running must not hold the pids and memory
-        this world needs."""
+    def get(self, size: int, nodes: int = 1, *, shared_gpus: int | None = None) -> Pool:
+        """The world of ``size`` ranks over ``spread(nodes)`` nodes for the next test (on ``shared_gpus``
+        GPUs when given, see ``Pool``). Worlds retired by the last test go first, whatever their size: what
+        they left running must not hold the pids and memory this world needs."""
         for retired in [key for key, p in self._pools.items() if p.retired]:
             self._pools.pop(retired).stop()
-        key = (size, self.spread(nodes))
+        key = (size, self.spread(nodes), shared_gpus)
         pool = self._pools.get(key)
         if pool is None or not pool.alive or not self.reuse:
             if pool is not None:
@@ -313,10 +328,10 @@ class Pools:
             self.starts.append((size, pool.start_seconds))
         return pool
 
-    def _started(self, size: int, nodes: int) -> Pool:
+    def _started(self, size: int, nodes: int, shared_gpus: int | None) -> Pool:
         """A started world; a factory that died under it (a rank may kill it) is replaced once."""
         for attempt in (1, 2):
-            pool = Pool(size, self.config, self._live_factories(nodes))
+            pool = Pool(size, self.config, self._live_factories(nodes), shared_gpus)
             try:
                 pool.start()
                 return pool
@@ -334,7 +349,7 @@ class Pools:
     def _live_factory(self) -> RankFactory:
         """The run's factory, (re)started when missing or dead; a fresh one per world when not reusing."""
         if self._factory is not None and (not self._factory.alive or not self.reuse):
-            for (_, nodes), pool in self._pools.items():
+            for (_, nodes, _), pool in self._pools.items():
                 if nodes == 1:
                     pool.kill()
             self._factory.close()

@@ -188,7 +188,8 @@ def _join_world(spec: WorkerSpec) -> RankContext:
     if spec.device == "cuda":
         device = torch.device("cuda", spec.rank if spec.local_rank is None else spec.local_rank)
         torch.cuda.set_device(device)
-        kwargs["device_id"] = device
+        if spec.backend == "nccl":  # binds the communicator to this GPU; gloo worlds share GPUs instead
+            kwargs["device_id"] = device
     if spec.store_address is None:
         kwargs["init_method"] = f"file://{spec.store_path}"
     else:

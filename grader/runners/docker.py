@@ -130,8 +130,11 @@ class DockerRunner:
                 labels={LABEL: str(os.getpid())},
                 **self._limits(job),
             )
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(handoff, ignore_errors=True)
+            refusal = gpu_refusal(exc)
+            if refusal:
+                raise RuntimeError(refusal) from exc
             raise
         return _Warm(_key(job), container, handoff, token)
 
@@ -179,6 +182,17 @@ class DockerRunner:
         if _device(job) == "cuda":
             limits["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
         return limits
+
+
+def gpu_refusal(exc: BaseException) -> str | None:
+    """What to tell an instructor whose Docker engine refused a GPU request, or None for another error."""
+    if "could not select device driver" not in str(exc):
+        return None
+    return (
+        "this Docker engine cannot give containers GPUs (no NVIDIA Container Toolkit runtime registered "
+        "with it); install the toolkit and restart dockerd, or grade with --device cpu. Engine said: "
+        f"{str(exc).strip()[:300]}"
+    )
 
 
 def _key(job: GradeJob) -> tuple[str, str, str]:

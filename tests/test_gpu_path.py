@@ -1,0 +1,112 @@
+"""The CUDA path's placement, checked without a GPU: which GPU and backend each rank of a world is given.
+
+A rank's spec is what the factory would fork it with; ``Recorder`` stands in for the factory only to read the
+specs (nothing is forked). scripts/gpu-check runs the real thing on a GPU.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.course import Exercise, Part
+from grader.gpucheck import _parity
+from grader.harness.pool import Pool, WorldConfig
+from grader.harness.worker import WorkerSpec
+from grader.results import ExerciseResult, Status, TestResult
+
+REPO = Path(__file__).parent.parent
+
+
+class Recorder:
+    """Takes the place of a rank factory: keeps each spec ``Pool`` would fork, forks nothing."""
+
+    def __init__(self) -> None:
+        self.specs: list[WorkerSpec] = []
+
+    def place(self, spec: WorkerSpec) -> WorkerSpec:
+        return spec
+
+    def fork(self, spec: WorkerSpec) -> tuple[None, None, None]:
+        self.specs.append(spec)
+        return None, None, None
+
+
+def placed(tmp_path: Path, size: int, shared_gpus: int | None) -> list[tuple[str, int | None]]:
+    config = WorldConfig(
+        backend="nccl",
+        device="cuda",
+        impl_dir=tmp_path,
+        programs_dir=tmp_path,
+        scratch_dir=tmp_path,
+        pg_timeout_s=10,
+    )
+    recorder = Recorder()
+    pool = Pool(size, config, [recorder], shared_gpus)  # type: ignore[list-item]
+    for rank in range(size):
+        pool._start_rank(rank, tmp_path)
+    return [(s.backend, s.local_rank) for s in recorder.specs]
+
+
+def test_one_gpu_per_rank_talks_nccl(tmp_path: Path) -> None:
+    assert placed(tmp_path, 3, None) == [("nccl", 0), ("nccl", 1), ("nccl", 2)]
+
+
+def test_ranks_sharing_one_gpu_talk_gloo_on_gpu_0(tmp_path: Path) -> None:
+    """NCCL refuses two ranks on one GPU, so a world that shares GPUs uses gloo between its ranks."""
+    assert placed(tmp_path, 2, 1) == [("gloo", 0), ("gloo", 0)]
+
+
+def test_ranks_sharing_two_gpus_alternate(tmp_path: Path) -> None:
+    assert placed(tmp_path, 4, 2) == [("gloo", 0), ("gloo", 1), ("gloo", 0), ("gloo", 1)]
+
+
+def result(*tests: tuple[str, str, Status]) -> ExerciseResult:
+    return ExerciseResult(
+        exercise="01",
+        title="",
+        graded="",
+        device="",
+        tests=tuple(
+            TestResult(name=n, number="1.1", part=p, score=0, max_score=1, status=s) for n, p, s in tests
+        ),
+    )
+
+
+def test_parity_compares_what_ran_on_the_gpu_and_leaves_gpu_parts_to_their_own_checks() -> None:
+    exercise = Exercise(
+        number=1,
+        slug="toy",
+        title="Toy",
+        section=1,
+        parts=(
+            Part(id="01.a", points=1, world_sizes=(1, 2)),
+            Part(id="01.b", points=1, world_sizes=(1,), device="gpu"),
+        ),
+    )
+    cpu = result(
+        ("t[1]", "01.a", Status.PASSED), ("t[2]", "01.a", Status.PASSED), ("g", "01.b", Status.BLOCKED)
+    )
+    same = result(
+        ("t[1]", "01.a", Status.PASSED), ("t[2]", "01.a", Status.BLOCKED), ("g", "01.b", Status.FAILED)
+    )
+    assert _parity(exercise, (same, 1.0), cpu).ok
+    assert "1 tests as on CPU (1 blocked" in _parity(exercise, (same, 1.0), cpu).detail
+    differ = result(("t[1]", "01.a", Status.FAILED), ("t[2]", "01.a", Status.BLOCKED))
+    check = _parity(exercise, (differ, 1.0), cpu)
+    assert not check.ok and check.detail == "t[1]: failed on GPU, passed on CPU"
+    assert not _parity(exercise, (same, 1.0), None).ok
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="this machine has a GPU: scripts/gpu-check runs for real"
+)
+def test_gpu_check_without_a_gpu_says_so_and_exits_0() -> None:
+    done = subprocess.run(
+        [str(REPO / "scripts" / "gpu-check")], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no GPU: nothing to verify here" in done.stdout
