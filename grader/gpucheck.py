@@ -140,7 +140,7 @@ def _gpu_parts(
             )
         )
         with fresh_stubs(course, exercise) as folder:
-            stub, seconds = _timed(lambda f=folder, p=part.id: _grade(runner, course, exercise, f, p))
+            stub, seconds = _timed(lambda f=folder, p=part.id: _grade(runner, course, exercise, f, (p,)))
         problems = stub_problems(stub) or ([] if stub.score == 0 else [f"scores {stub.score:g}"])
         checks.append(
             Check(
@@ -162,7 +162,7 @@ def _bugs(runner: object, course: Course, exercise: Exercise, part_id: str) -> l
         if part.concept(bug["concept"]) is None:
             continue
         with mutated(course.solution_dir(exercise), bug) as folder:
-            result, seconds = _timed(lambda f=folder, p=part.id: _grade(runner, course, exercise, f, p))
+            result, seconds = _timed(lambda f=folder, p=part.id: _grade(runner, course, exercise, f, (p,)))
         outcome = judge_bug(exercise, bug, result)
         ok = outcome.problem is None and not outcome.blocked
         detail = outcome.problem or (
@@ -194,11 +194,11 @@ def _grade(
     course: Course,
     exercise: Exercise,
     source: Path,
-    part: str | None = None,
+    parts: tuple[str, ...] = (),
     device: str = "cuda",
 ) -> ExerciseResult:
     job = GradeJob(
-        course=course, exercise=exercise, source=source, label=str(source), device=device, part=part
+        course=course, exercise=exercise, source=source, label=str(source), device=device, parts=parts
     )
     return runner.run(job)  # type: ignore[attr-defined]
 

@@ -65,7 +65,7 @@ def grade_exercise(
         source=source,
         label=label,
         device=device,
-        part=part_id,
+        parts=(part_id,) if part_id else (),
         on_progress=on_progress,
     )
     result = runner.run(job)

@@ -6,7 +6,8 @@ For one exercise it grades, with one runner (one judge process, torch imported o
   3. the alternative-correct corpus, ``tests/validity/NN_slug/alt-*/``: correct solutions written from the
      README alone, laid over a copy of the reference; each must earn full marks (else the suite over-fits);
   4. the bug corpus, ``tests/corpus/NN_slug.yml``: plausible mistakes applied to the reference; each must
-     fail a test of the concept it names, and so lose at least that concept's share of the points.
+     fail a test of the concept it names, and so lose at least that concept's share of the points. A bug
+     is graded on the parts it concerns only (``bug_parts``).
 """
 
 from __future__ import annotations
@@ -146,9 +147,11 @@ def validate_exercise(
     entry cannot be applied to the reference.
     """
 
-    def grade(source: Path, label: str) -> ExerciseResult:
+    def grade(source: Path, label: str, parts: tuple[str, ...] = ()) -> ExerciseResult:
         on_step(label)
-        job = GradeJob(course=course, exercise=exercise, source=source, label=label, device=device)
+        job = GradeJob(
+            course=course, exercise=exercise, source=source, label=label, device=device, parts=parts
+        )
         return runner.run(job)
 
     reference_dir = course.solution_dir(exercise)
@@ -163,7 +166,7 @@ def validate_exercise(
     bugs = []
     for bug in bug_corpus(corpus_root, exercise):
         with mutated(reference_dir, bug) as folder:
-            result = grade(folder, bug["name"])
+            result = grade(folder, bug["name"], bug_parts(exercise, bug))
         bugs.append(judge_bug(exercise, bug, result))
     problems = _reference_problems(references) + stub_problems(stubs)
     problems += [a.problem for a in alts if a.problem] + [b.problem for b in bugs if b.problem]
@@ -196,6 +199,21 @@ def alt_cases(corpus_root: Path, exercise: Exercise) -> list[Path]:
         if not (case / ALT_CASE_FILE).is_file():
             raise CorpusError(f"{case}: no {ALT_CASE_FILE} saying how the case differs from the reference")
     return cases
+
+
+def bug_parts(exercise: Exercise, bug: dict[str, Any]) -> tuple[str, ...]:
+    """The parts a bug is graded on: its concept's, and those its entry says it loses or keeps (a part's
+    tests see the same mutated files either way, so grading the others would only cost time). All the
+    parts when the concept is unknown, so that the verdict names the error."""
+    own = [
+        p.id
+        for p in exercise.parts
+        if p.concept(bug["concept"]) or (not p.concepts and p.name == bug["concept"])
+    ]
+    if not own:
+        return ()
+    named = [*bug.get("loses", ()), *bug.get("keeps", ())]
+    return tuple(p.id for p in exercise.parts if p.id in own or p.id in named)
 
 
 @contextmanager

@@ -25,8 +25,8 @@ class GradeJob:
     """How the report names what was graded."""
     device: str = "auto"
     """'auto' (CUDA when available), 'cpu' (gloo) or 'cuda' (NCCL, one GPU per rank)."""
-    part: str | None = None
-    """Grade only this part ('02.ring_allreduce'); None grades them all. The local runner only."""
+    parts: tuple[str, ...] = ()
+    """Grade only these parts ('02.ring_allreduce', ...); empty grades them all. The local runner only."""
     on_progress: Callable[[int, int], None] | None = None
     """Called with (tests finished, tests in all) as tests end; the local runner only."""
 

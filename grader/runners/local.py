@@ -148,7 +148,7 @@ class LocalRunner:
             device=device,
             gpus=gpus,
             artifacts_dir=None if self.run_as_uid is not None else artifacts,
-            only_part=job.part,
+            only_parts=job.parts,
             on_progress=job.on_progress,
             shuffle_seed=self.shuffle_seed,
         )
@@ -202,7 +202,7 @@ def _suites(job: GradeJob) -> list[Path]:
 
 def _runs_ranks(job: GradeJob, gpus: int) -> bool:
     """Whether some part to grade can start a world here (a GPU part without GPUs is blocked, not run)."""
-    parts = [p for p in job.exercise.parts if job.part in (None, p.id)]
+    parts = [p for p in job.exercise.parts if not job.parts or p.id in job.parts]
     return any(p.device == "cpu" or gpus for p in parts)
 
 
