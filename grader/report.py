@@ -48,6 +48,15 @@ def to_terminal(result: ExerciseResult, console: Console) -> None:
     for concept in result.concepts:
         if not concept.earned and concept.max_score:
             failed = concept.tests - concept.passed
+            blocked = [t for t in result.tests if (t.part, t.concept) == (concept.part, concept.name)]
+            if all(t.status in (Status.PASSED, Status.BLOCKED) for t in blocked):
+                console.print(
+                    f"[yellow]not graded here[/]: {concept.max_score:.3g} point"
+                    f"{'' if concept.max_score == 1 else 's'} of [bold]{concept.part}: {concept.name}[/] "
+                    f"({failed} of {concept.tests} tests blocked: {_first_output(blocked)})",
+                    soft_wrap=True,
+                )
+                continue
             console.print(
                 f"[red]lost {concept.max_score:.3g} point{'' if concept.max_score == 1 else 's'}[/] on "
                 f"[bold]{concept.part}: {concept.name}[/]"
@@ -61,6 +70,10 @@ def to_terminal(result: ExerciseResult, console: Console) -> None:
     console.print(
         f"[{style}]Score: {result.score:g} / {result.max_score:g}[/]  in {result.execution_time:.1f} s"
     )
+
+
+def _first_output(tests: list[TestResult]) -> str:
+    return next((t.output for t in tests if t.status is Status.BLOCKED), "")
 
 
 _WHERE = re.compile(r"^\[(\S+)(?: rank \d+/\d+)?\] ")

@@ -142,10 +142,22 @@ BUILDERS = {
 }
 
 
+UNUSED_WORLD_SIZES = {8}
+"""No item attacks at 8 ranks (they attack at 2, 3 and 6): the planted copy leaves that size out of the
+exercise's parts, which halves the ranks every grading starts. The course's own suites keep it."""
+
+
 def plant_course(root: Path, canaries: dict[str, str]) -> None:
-    """A copy of the course with secrets in the hidden suite and the reference of the exercise."""
+    """A copy of the course with secrets in the hidden suite and the reference of the exercise, its parts
+    run on the world sizes the items attack."""
     root.mkdir(parents=True)
-    shutil.copyfile(REPO / "course.yml", root / "course.yml")
+    catalogue = yaml.safe_load((REPO / "course.yml").read_text())
+    for section in catalogue["sections"]:
+        for exercise in section["exercises"]:
+            if f"{exercise['number']:02d}" == EXERCISE:
+                for part in exercise.get("parts", []):
+                    part["world_sizes"] = [n for n in part["world_sizes"] if n not in UNUSED_WORLD_SIZES]
+    (root / "course.yml").write_text(yaml.safe_dump(catalogue, sort_keys=False))
     ignore = shutil.ignore_patterns("__pycache__", ".grade")
     for tree in ("exercises", "solutions"):
         shutil.copytree(REPO / tree, root / tree, ignore=ignore)

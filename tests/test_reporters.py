@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 from rich.console import Console
 
@@ -82,3 +83,32 @@ def test_terminal_shows_each_failure_and_the_score() -> None:
 
 def test_result_json_round_trip() -> None:
     assert ExerciseResult.from_dict(json.loads(json.dumps(RESULT.to_dict()))) == RESULT
+
+
+def test_terminal_says_a_blocked_concept_is_not_graded_here_and_a_failed_one_is_lost() -> None:
+    from grader.course import Exercise, Part
+    from grader.scoring import score_by_concept
+
+    exercise = Exercise(
+        number=2,
+        slug="ring_tree",
+        title="",
+        section=1,
+        parts=(
+            Part(id="02.ring_allreduce", points=3, world_sizes=(4,)),
+            Part(id="02.tree_allreduce", points=1, world_sizes=(8,)),
+        ),
+    )
+    tests = tuple(replace(t, concept=t.part.split(".")[1]) for t in RESULT.tests)
+    _, concepts = score_by_concept(tests, exercise)
+    out = io.StringIO()
+    report.to_terminal(
+        replace(RESULT, tests=tests, concepts=concepts), Console(file=out, width=200, color_system=None)
+    )
+    text = out.getvalue()
+    assert "lost 3 points on 02.ring_allreduce: ring_allreduce" in text
+    assert (
+        "not graded here: 1 point of 02.tree_allreduce: tree_allreduce (1 of 1 tests blocked: blocked: needs 8 GPUs)"
+        in text
+    )
+    assert "lost 1 point on 02.tree_allreduce" not in text
