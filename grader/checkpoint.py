@@ -34,6 +34,9 @@ class CheckpointOutcome:
     record_path: Path
     notes: list[str]
     """E.g. that the progress store could not be written."""
+    not_graded: float = 0.0
+    """Points of tests blocked here (GPU parts on a machine without a GPU): outside ``max_score``, neither
+    earned nor lost; the record says how many."""
     missed: list[str] = field(default_factory=list)
     """'04 nccl_internals, 04.selector: protocol_choice' for each concept below the floor: each one alone
     keeps the checkpoint from passing, whatever the score."""
@@ -69,7 +72,8 @@ def run_checkpoint(
                 on_progress=on_progress,
             )
         )
-    score, max_score = sum(r.score for r in results), sum(r.max_score for r in results)
+    score, max_score = sum(r.score for r in results), graded_points(results)
+    not_graded = round(sum(r.max_score for r in results) - max_score, 6)
     missed = missed_concepts(results, section, section.checkpoint.concept_floor)
     passed = max_score > 0 and score >= section.checkpoint.threshold * max_score - 1e-9 and not missed
     record = _record(course, section, results, passed)
@@ -89,7 +93,13 @@ def run_checkpoint(
         ProgressStore().add_checkpoint(course.title, row)
     except ProgressError as exc:
         notes.append(f"your progress was not saved: {exc}")
-    return CheckpointOutcome(section, results, passed, score, max_score, path, notes, missed)
+    return CheckpointOutcome(section, results, passed, score, max_score, path, notes, not_graded, missed)
+
+
+def graded_points(results: list[ExerciseResult]) -> float:
+    """The points of the tests that could run here: a blocked test (a GPU part without a GPU) counts for
+    nothing either way, so a learner without a GPU can pass a section on what it grades."""
+    return round(sum(t.max_score for r in results for t in r.tests if t.status is not Status.BLOCKED), 6)
 
 
 def missed_concepts(results: list[ExerciseResult], section: Section, floor: float) -> list[str]:
@@ -117,7 +127,8 @@ def _record(course: Course, section: Section, results: list[ExerciseResult], pas
         "passed": passed,
         "threshold": section.checkpoint.threshold,
         "score": round(sum(r.score for r in results), 6),
-        "max_score": round(sum(r.max_score for r in results), 6),
+        "max_score": graded_points(results),
+        "not_graded_here": round(sum(r.max_score for r in results) - graded_points(results), 6),
         "time": now(),
         "grader": version("distgpu"),
         "exercises": [

@@ -256,7 +256,7 @@ def _status(course: Course, exercise) -> str:  # type: ignore[no-untyped-def]
     last = grading.last_result(course, exercise)
     if last is None:
         return "not graded yet"
-    style = "green" if last.full_marks else "yellow"
+    style = "green" if last.all_graded_passed else "yellow"
     return f"[{style}]{last.score:g} / {last.max_score:g}[/]"
 
 
@@ -308,7 +308,7 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
         args.json.write_text(json.dumps(report.to_gradescope(result), indent=2))
     if args.junit:
         args.junit.write_text(report.to_junit(result))
-    return 0 if result.full_marks else 1
+    return 0 if result.all_graded_passed else 1
 
 
 class ProgressBar:

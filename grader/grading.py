@@ -93,7 +93,7 @@ def _record_attempt(
         time=now(),
         score=result.score,
         max_score=result.max_score,
-        full_marks=result.full_marks,
+        full_marks=result.all_graded_passed,
         part=part,
         suites="public+hidden" if any(t.suite == "hidden" for t in result.tests) else "public",
         files=file_hashes(source, exercise.files),
@@ -249,7 +249,7 @@ def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool) -> ExerciseRe
     if cached is not None and cached.key == key:
         return cached.result
     result = pool.reference(plan)
-    if not result.full_marks:
+    if not result.all_graded_passed:
         raise SuiteError(
             f"the reference scores {result.score:g} / {result.max_score:g} under this suite, so students "
             "would be graded wrong; fix the suite (`grade check`) before grading a batch"

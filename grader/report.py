@@ -66,7 +66,7 @@ def to_terminal(result: ExerciseResult, console: Console) -> None:
             )
     for note in result.notes:
         console.print(f"[yellow]note:[/] {note}")
-    style = "bold green" if result.full_marks else "bold"
+    style = "bold green" if result.all_graded_passed else "bold"
     console.print(
         f"[{style}]Score: {result.score:g} / {result.max_score:g}[/]  in {result.execution_time:.1f} s"
     )
@@ -361,12 +361,17 @@ def checkpoint_summary(outcome: CheckpointOutcome, console: Console) -> None:
     section = outcome.section
     assert section.checkpoint is not None
     for result in outcome.results:
-        mark = "[green]full marks[/]" if result.full_marks else "[yellow]not yet[/]"
+        blocked = sum(t.max_score for t in result.tests if t.status is Status.BLOCKED)
+        mark = "[green]full marks[/]" if result.all_graded_passed else "[yellow]not yet[/]"
+        mark += f" ({blocked:g} not graded here)" if blocked else ""
         console.print(f"  {result.exercise} {result.title}: {result.score:g} / {result.max_score:g}  {mark}")
     share = outcome.score / outcome.max_score if outcome.max_score else 0.0
     figures = (
         f"{outcome.score:g} / {outcome.max_score:g} ({share:.0%}; needs {section.checkpoint.threshold:.0%})"
     )
+    if outcome.not_graded:
+        points = f"{outcome.not_graded:g} point{'' if outcome.not_graded == 1 else 's'}"
+        figures += f"; {points} not graded here: their parts need a GPU"
     if outcome.passed:
         console.print(f"[bold green]Checkpoint {section.number} passed:[/] {figures}")
         console.print(f"What you can do now: {section.checkpoint.summary}", markup=False)
@@ -380,7 +385,7 @@ def checkpoint_summary(outcome: CheckpointOutcome, console: Console) -> None:
             )
             for concept in outcome.missed:
                 console.print(f"  - {concept}", markup=False)
-        todo = [r.exercise for r in outcome.results if not r.full_marks]
+        todo = [r.exercise for r in outcome.results if not r.all_graded_passed]
         console.print("Work on " + ", ".join(f"`grade exercise {key}`" for key in todo))
     public_only = [r.exercise for r in outcome.results if all(t.suite == "public" for t in r.tests)]
     if public_only:

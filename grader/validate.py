@@ -63,7 +63,7 @@ class AltOutcome:
 
     @property
     def problem(self) -> str | None:
-        if _all_passed(self.result):
+        if self.result.all_graded_passed:
             return None
         lost = [t for t in self.result.tests if t.status not in (Status.PASSED, Status.BLOCKED)]
         first = lost[0].output.splitlines()[0] if lost[0].output else str(lost[0].status)
@@ -106,7 +106,7 @@ class Validity:
 
     def summary(self) -> dict[str, Any]:
         """The row of the validity table, as JSON values."""
-        stable = sum(_all_passed(r) for r in self.references)
+        stable = sum(r.all_graded_passed for r in self.references)
         return {
             "exercise": self.exercise.key,
             "slug": self.exercise.slug,
@@ -266,11 +266,6 @@ def judge_bug(exercise: Exercise, bug: dict[str, Any], result: ExerciseResult) -
     return BugOutcome(bug, result, points, problem)
 
 
-def _all_passed(result: ExerciseResult) -> bool:
-    """Every test that ran passed: full marks, but for the tests blocked here (GPU parts on a CPU run)."""
-    return bool(result.tests) and all(t.status in (Status.PASSED, Status.BLOCKED) for t in result.tests)
-
-
 def _points_lost(result: ExerciseResult) -> float:
     """Points lost on the tests that ran: a blocked test (a GPU part on a CPU run) is neither won nor lost."""
     ran = [t for t in result.tests if t.status is not Status.BLOCKED]
@@ -291,6 +286,6 @@ def _reference_problems(references: list[ExerciseResult]) -> list[str]:
     )
     if not wavered:
         return []
-    failing_runs = sum(not _all_passed(r) for r in references)
+    failing_runs = sum(not r.all_graded_passed for r in references)
     kind = "fails" if failing_runs == len(references) else "is flaky"
     return [f"reference {kind} ({failing_runs} of {len(references)} runs): {', '.join(wavered)}"]

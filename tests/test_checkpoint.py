@@ -84,3 +84,22 @@ def test_checkpoint_keys_are_strict(tmp_path: Path, checkpoint: str, error: str)
 def test_the_course_has_a_checkpoint_per_section(course: Course) -> None:
     assert len(course.sections) == 5
     assert all(s.checkpoint is not None and 0 < s.checkpoint.threshold <= 1 for s in course.sections)
+
+
+def test_a_gpu_part_without_a_gpu_is_left_out_of_the_checkpoint_not_lost(
+    edited_course: Callable[[str, str], Course], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a GPU a learner is graded on the rest: blocked points count neither way, and the record says
+    how many were not graded."""
+    course = edited_course(*CHECKPOINT)
+    path = course.root / "course.yml"
+    square = "{name: square, points: 1, world_sizes: [1], timeout: 4}"
+    path.write_text(path.read_text().replace(square, square[:-1] + ", device: gpu}"))
+    folder = course.exercise_dir(course.find("toy"))
+    shutil.copyfile(course.solution_dir(course.find("toy")) / "toy.py", folder / "toy.py")
+    assert cli.main(["--course", str(path), "checkpoint", "1", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "Checkpoint 1 passed: 4 / 4 (100%; needs 80%); 1 point not graded here" in out
+    assert "01 Toy all-reduce: 4 / 5  full marks (1 not graded here)" in out
+    record = json.loads((course.root / ".grade" / "checkpoints" / "section-1.json").read_text())
+    assert (record["score"], record["max_score"], record["not_graded_here"]) == (4.0, 4.0, 1.0)
