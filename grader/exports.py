@@ -4,7 +4,7 @@ Both carry the course trimmed to the one exercise: a course.yml with that exerci
 and to define the same exercise before anything is written), its exercises/ and solutions/ folders, and
 the ``grader`` and ``coursekit`` packages. No other exercise's reference or hidden suite leaves the
 instructor's machine. Both run ``grader.container`` inside the platform's container on CPU ranks (gloo):
-neither platform offers GPUs to autograders, so parts with ``device: gpu`` come out ``blocked`` there.
+neither platform offers GPUs to autograders, so parts with ``device: gpu`` are ``blocked`` there, worth 0.
 The judge runs as root and reads the course from a folder only root may enter; ranks run as nobody and
 import the grader and the rank programs from a public copy that holds no solution.
 """

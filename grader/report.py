@@ -121,10 +121,11 @@ def _part_table(part: str, tests: list[TestResult]) -> Table:
 
 
 def to_gradescope(result: ExerciseResult) -> dict[str, Any]:
-    """Gradescope's results.json, plus ``verdict`` per test and the exercise's identity."""
+    """Gradescope's results.json, plus ``verdict`` per test and the exercise's identity. A blocked test (a
+    GPU part: autograder platforms have no GPUs) is worth 0 there, so it is neither won nor lost."""
     return {
         "score": result.score,
-        "max_score": result.max_score,
+        "max_score": round(sum(t.max_score for t in result.tests if t.status is not Status.BLOCKED), 6),
         "execution_time": result.execution_time,
         "output": "\n".join([*concept_lines(result), *result.notes]),
         "visibility": "visible",
@@ -155,7 +156,7 @@ def _gradescope_test(test: TestResult) -> dict[str, Any]:
         "name": test.name,
         "number": test.number,
         "score": test.score,
-        "max_score": test.max_score,
+        "max_score": 0.0 if test.status is Status.BLOCKED else test.max_score,
         "status": "passed" if test.status is Status.PASSED else "failed",
         "verdict": str(test.status),
         "output": test.output,

@@ -57,11 +57,16 @@ RESULT = ExerciseResult(
 
 def test_gradescope_json_has_the_spec_fields_and_our_verdicts() -> None:
     data = json.loads(json.dumps(report.to_gradescope(RESULT)))
-    assert (data["score"], data["max_score"], data["execution_time"]) == (1.5, 4.0, 3.5)
+    assert (data["score"], data["max_score"], data["execution_time"]) == (1.5, 3.0, 3.5)  # blocked: worth 0
     first, second, third = data["tests"]
     assert first["status"] == "passed" and second["status"] == "failed" and second["verdict"] == "timeout"
     assert (second["number"], second["max_score"], second["visibility"]) == ("1.2", 1.5, "after_published")
     assert third["visibility"] == "visible" and third["tags"] == ["02.tree_allreduce", "public", "ranks:8"]
+    assert (third["max_score"], third["verdict"], third["output"]) == (
+        0.0,
+        "blocked",
+        "blocked: needs 8 GPUs",
+    )
 
 
 def test_junit_counts_failures_and_skips() -> None:
