@@ -99,3 +99,47 @@ def test_measured_latency_plot(world: World, artifact) -> None:  # type: ignore[
         plotter = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         spec.loader.exec_module(plotter)  # type: ignore[union-attr]
         assert plotter.plot_fit(sizes, times, fit[0], fit[1], 2, path) is not None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.copy_model and 03.device_copies: a copy's alpha-beta line, in the units GPU figures are quoted in
+
+
+@pytest.mark.part("03.copy_model")
+@pytest.mark.concept("copy_units")
+def test_copy_model_of_a_clean_line(world: World) -> None:
+    # a made-up line: 8 us per copy and 50 GB/s (GB = 1e9 bytes), sampled without noise
+    sizes = [4096, 65536, 1 << 20, 16 << 20]
+    [got] = many(world, "measure", "copy_model", [(sizes, [8e-6 + s / 50e9 for s in sizes])])
+    assert isinstance(got, dict), f"copy_model must return a dict, got {got!r}"
+    near(got.get("alpha_us"), 8.0, "alpha_us of t = 8 us + S / 50 GB/s", rel=1e-6)
+    near(got.get("bandwidth_gbs"), 50.0, "bandwidth_gbs of t = 8 us + S / 50 GB/s", rel=1e-6)
+
+
+@pytest.mark.part("03.copy_model")
+@pytest.mark.concept("half_performance")
+def test_half_performance_length_of_a_clean_line(world: World) -> None:
+    # at n_1/2 the latency and the bytes take the same time: 8 us = n / 50 GB/s
+    sizes = [4096, 65536, 1 << 20, 16 << 20]
+    [got] = many(world, "measure", "copy_model", [(sizes, [8e-6 + s / 50e9 for s in sizes])])
+    assert isinstance(got, dict), f"copy_model must return a dict, got {got!r}"
+    near(got.get("n_half_bytes"), 400_000.0, "n_half_bytes of t = 8 us + S / 50 GB/s", rel=1e-6)
+
+
+@pytest.mark.part("03.device_copies")
+@pytest.mark.concept("gpu_timing")
+def test_copies_timed_on_the_gpu(world: World) -> None:
+    """Runs on a GPU only. Your copy times next to the grader's own figure for the largest copy, taken
+    just before and just after yours in the same run: they time the same bytes over the same link."""
+    sizes = [4096, 1 << 20, 16 << 20]
+    inputs = {"sizes": sizes, "iters": 10, "warmup": 2, "paired_copies": 10, "with_model": False}
+    [res] = world.run("rank_programs:host_to_device_copies", inputs=inputs)
+    times, paired = res.value["times"], res.value["paired"]
+    assert times is not None, f"time_copies must return one float per size: {res.value.get('bad')}"
+    assert all(t > 0 for t in times), f"times must be positive seconds: {times}"
+    assert times[-1] > times[0], f"16 MiB must take longer than 4 KiB: {times}"
+    # the same copy timed two ways agrees to a few percent; a factor 2 leaves room for any correct method
+    low, high = min(paired) / 2, max(paired) * 2
+    assert low <= times[-1] <= high, (
+        f"your 16 MiB copy took {times[-1]!r} s; the grader's, timed around yours, {paired} s"
+    )

@@ -2,12 +2,15 @@
 
 Run them with `grade exercise 05`. Each test sends a shipped topology (coursekit/pcie_topologies.yml) to a
 rank, which calls your gdr.py or gds.py on it. The hidden suite checks every function on every topology,
-on made-up ones, and with many more NCCL environment settings.
+on made-up ones, and with many more NCCL environment settings. The copies.py checks at the end: your answers'
+form, and, on a GPU only (`grade exercise 05 --device cuda`), your buffers, bytes, ratio and units at two
+sizes; the hidden suite adds other sizes and your time_copy against the judge's clock.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 import pytest
@@ -88,3 +91,95 @@ def test_ten_gb_to_a_workstation_drive(world: World) -> None:
     without = call(world, "gds", "checkpoint_seconds", "workstation", gds=False, **kw)
     assert math.isclose(with_gds, 1e10 / 3.5e9, rel_tol=1e-9), with_gds  # 1e-9: float rounding only
     assert math.isclose(without, 1e10 / 3.5e9 + 1e10 / x16, rel_tol=1e-9), without
+
+
+# ------------------------------------------------------------------------------------------------------------
+# copies.py. 05.staging runs anywhere; 05.host_copies needs a GPU (`grade exercise 05 --device cuda`) and is
+# reported blocked on a CPU. Every timing is compared with the judge's own measurement of the same copies,
+# taken in the same run (rank_programs.py); no absolute GB/s or ms is graded.
+
+DIRECTIONS = ("h2d", "d2h")
+KINDS = ("pageable", "pinned")
+
+
+@pytest.mark.part("05.staging")
+@pytest.mark.concept("staging_copy")
+def test_every_staging_question_has_a_choice(world: World) -> None:
+    [res] = world.call("copies", "staging_answers", args=[()])
+    [questions] = [r.value for r in world.run("rank_programs:staging_questions", inputs={})]
+    got = res.returned
+    assert isinstance(got, dict) and sorted(got) == sorted(questions), f"answer exactly {sorted(questions)}"
+    for key, choices in questions.items():
+        assert got[key] in choices, f"{key}: one of {sorted(choices)}, got {got[key]!r}"
+
+
+@pytest.mark.part("05.host_copies")
+@pytest.mark.concept("pinned_buffer")
+def test_host_buffer_pins_when_asked(world: World) -> None:
+    [res] = world.run("rank_programs:host_buffer_facts", inputs={"sizes": [4096, 1 << 20]})
+    for fact in res.value:
+        what = f"host_buffer({fact['nbytes']}, pinned={fact['pinned']})"
+        assert fact["type"] == "Tensor" and fact["device"] == "cpu", f"{what}: a CPU torch.Tensor, got {fact}"
+        assert (fact["dtype"], fact["shape"]) == ("torch.uint8", [fact["nbytes"]]), f"{what}: got {fact}"
+        assert fact["is_pinned"] == fact["pinned"], f"{what}.is_pinned() is {fact['is_pinned']}"
+
+
+@pytest.mark.part("05.host_copies")
+@pytest.mark.concept("copy_timing")
+def test_time_copy_delivers_the_bytes(world: World) -> None:
+    inputs = {"nbytes": (1 << 20) + 3, "seed": 5, "repeats": 2}
+    [res] = world.run("rank_programs:copies_move_bytes", inputs=inputs)
+    for case, got in res.value.items():
+        assert isinstance(got["seconds"], float) and got["seconds"] > 0, f"{case}: seconds {got['seconds']}"
+        assert got["ok"], f"time_copy ({case}): the destination does not hold the source's bytes on return"
+
+
+def bandwidth_runs(world: World, nbytes: int, rounds: int) -> tuple[list[Any], list[Any]]:
+    """(your copy_bandwidth figures, the judge's), ``rounds`` of each, interleaved, after the byte check."""
+    inputs = {"nbytes": nbytes, "repeats": 3, "rounds": rounds}
+    [res] = world.run("rank_programs:paired_bandwidth", inputs=inputs)
+    for case, got in res.value["bytes"].items():
+        assert got["ok"], f"time_copy ({case}): the destination does not hold the source's bytes on return"
+    for run in res.value["student"]:
+        assert not isinstance(run, str), run  # the rank program's word on figures of the wrong shape
+    return res.value["student"], res.value["judge"]
+
+
+def ratio(runs: list[Any], direction: str) -> float:
+    """Pinned over pageable bandwidth in ``direction``, from the median figures over the runs."""
+    pinned = statistics.median(r[direction]["pinned"]["gbps"] for r in runs)
+    pageable = statistics.median(r[direction]["pageable"]["gbps"] for r in runs)
+    return pinned / pageable
+
+
+@pytest.mark.part("05.host_copies")
+@pytest.mark.concept("pinned_speedup")
+def test_pinned_to_pageable_ratio_matches_the_judge(world: World) -> None:
+    # 64 MiB each way. The judge times the same copies with its own clock in the same run; your ratio of
+    # pinned to pageable bandwidth must be within a factor of 2 of its ratio, in each direction. A miss is
+    # measured once more before it counts (a busy machine); a bug misses both times.
+    misses: list[str] = []
+    for _ in range(2):
+        mine, judge = bandwidth_runs(world, 64 << 20, rounds=2)
+        misses = [
+            f"{d}: pinned/pageable {ratio(mine, d):.2f}x, the judge measured {ratio(judge, d):.2f}x"
+            for d in DIRECTIONS
+            if not ratio(judge, d) / 2 <= ratio(mine, d) <= ratio(judge, d) * 2
+        ]
+        if not misses:
+            return
+    raise AssertionError("; ".join(misses))
+
+
+@pytest.mark.part("05.host_copies")
+@pytest.mark.concept("bandwidth_units")
+def test_figures_are_gb_per_second(world: World) -> None:
+    nbytes = 16 << 20
+    mine, _ = bandwidth_runs(world, nbytes, rounds=1)
+    for d in DIRECTIONS:
+        for k in KINDS:
+            fig = mine[0][d][k]
+            want = nbytes / fig["seconds"] / 1e9  # GB = 1e9 bytes
+            assert math.isclose(fig["gbps"], want, rel_tol=1e-6), (
+                f"{d}/{k}: gbps {fig['gbps']}, expected {want}"
+            )

@@ -9,11 +9,18 @@ and returns the parameters afterwards. `train_bucketed` also returns a log of th
   ["backward_done"]       loss.backward() returned
   ["step"]                the optimizer step is about to run
 Indices i refer to the parameters that require grad, in model.parameters() order (BucketedDDP.params).
+
+09.streams (a GPU part) runs the student's streams.py against a compute stream these programs own: they
+queue the producer and the matmuls on the current stream, time everything with their own CUDA events, and
+return only counts and milliseconds (see "09.streams" below).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import math
+import statistics
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -200,3 +207,252 @@ def bucketed_missing_gradient(
     except Exception as exc:  # the test wants to see which one
         return {"raised": type(exc).__name__, "message": str(exc)}
     return {"raised": None, "message": ""}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.streams (device: gpu): the student's side-stream copy against a compute stream these programs own.
+# The compute stream is the current stream; the matmuls on it stand in for the rest of backward, the copy of
+# the bucket to the host for its all-reduce. Every figure is a CUDA-event time in ms taken here, never by
+# the student's code, except in event_timer, whose point is to compare the student's timer with ours.
+
+MATMUL = 4096  # (4096 x 4096) @ (4096 x 4096) in fp32: 137 GFLOP, a few ms on an H100/H200
+STALE, SENTINEL, NEXT = 1000.0, -1000.0, 500.0  # outside the pattern's -125..125: a wrong byte shows
+
+
+def matmul_reps(copy_ms: float, matmul_ms: float, most: int = 64) -> int:
+    """How many matmuls the compute stream runs per step so that they last about as long as one copy of
+    the bucket (at least 1, at most `most`): the overlap is then measurable on any GPU, whatever its ratio
+    of copy bandwidth to FLOPs."""
+    if matmul_ms <= 0:
+        return most
+    return max(1, min(most, round(copy_ms / matmul_ms)))
+
+
+def _time_ms(fn: Callable[[], object]) -> float:
+    """GPU time of one fn() in ms, by CUDA events on the current stream, from an idle device."""
+    torch.cuda.synchronize()
+    begin, finish = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    fn()
+    finish.record()
+    finish.synchronize()
+    return begin.elapsed_time(finish)
+
+
+def _pattern(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The gradient values backward produces: integers -125..125, exact in fp32, fp16 and bf16."""
+    n = math.prod(shape)
+    return ((torch.arange(n, device=device) % 251) - 125).to(dtype).reshape(shape)
+
+
+class _Compute:
+    """The compute stream's work: `reps` matmuls into one output, `reps` calibrated against one copy."""
+
+    def __init__(self, device: torch.device, seed: int) -> None:
+        g = torch.Generator(device=device).manual_seed(seed)
+        self.a = torch.randn(MATMUL, MATMUL, device=device, generator=g)
+        self.b = torch.randn(MATMUL, MATMUL, device=device, generator=g)
+        self.out = torch.empty(MATMUL, MATMUL, device=device)
+        self.reps = 1
+        for _ in range(3):  # warm-up: cuBLAS handle, workspace and kernel choice on first use
+            self.run()
+        torch.cuda.synchronize()
+        self.expected = self.out.clone()  # every run writes the same product: the serial result
+
+    def run(self) -> None:
+        for _ in range(self.reps):
+            torch.matmul(self.a, self.b, out=self.out)
+
+    def calibrate(self, copy: Callable[[], object]) -> None:
+        for _ in range(3):  # warm-up of the copy path
+            copy()
+        copy_ms = statistics.median(_time_ms(copy) for _ in range(3))
+        one_ms = statistics.median(_time_ms(self.run) for _ in range(3))  # reps is still 1
+        self.reps = matmul_reps(copy_ms, one_ms)
+
+    def matches(self) -> bool:
+        # Same kernel, same inputs, same stream: the same bits; the tolerance only allows cuBLAS another
+        # split of the reduction. A wrong product here would be garbage, far outside it.
+        return bool(torch.allclose(self.out, self.expected, rtol=1e-4, atol=1e-3))
+
+
+def _describe_host(host: Any, shape: list[int], dtype: torch.dtype) -> dict[str, Any]:
+    """What host_buffer_like returned, as plain data; `ok` when the copy can go into it at all."""
+    if not isinstance(host, torch.Tensor):
+        return {"ok": False, "what": f"a {type(host).__name__}, not a torch.Tensor"}
+    info = {
+        "ok": host.device.type == "cpu" and list(host.shape) == list(shape) and host.dtype == dtype,
+        "what": f"a {host.device.type} tensor of shape {list(host.shape)} and dtype {host.dtype}",
+        "pinned": bool(host.device.type == "cpu" and host.is_pinned()),
+        "contiguous": host.is_contiguous(),
+    }
+    return info
+
+
+TAIL = 64  # elements at the end of the host buffer, read the moment the event says the copy is done
+
+
+def _read_after_event(done: Any, host: torch.Tensor, want: torch.Tensor) -> dict[str, Any]:
+    """Wait on the student's event, read host at once (before anything else waits for the GPU), compare.
+
+    The copy engine writes the buffer front to back, and the host reads a large buffer more slowly than it
+    arrives, so a full read right after an early event could still see every byte. The last TAIL elements,
+    read first, cannot: an event that completes before the copy leaves them unwritten for milliseconds."""
+    if not isinstance(done, torch.cuda.Event):
+        torch.cuda.synchronize()
+        return {"event": f"a {type(done).__name__}, not a torch.cuda.Event"}
+    done.synchronize()
+    flat_host = host.reshape(-1)  # a view (host_buffer_like's tensor is contiguous), so nothing is read yet
+    tail = flat_host[-TAIL:].clone()  # what a consumer that trusts the event sees at once
+    got = flat_host.clone()
+    flat_want = want.reshape(-1)
+    torch.cuda.synchronize()
+    got[-TAIL:] = tail
+    wrong = got != flat_want
+    first = int(wrong.nonzero()[0, 0]) if bool(wrong.any()) else -1
+    if first >= 0 and bool((tail != flat_want[-TAIL:]).any()):
+        first = len(flat_want) - TAIL + int((tail != flat_want[-TAIL:]).nonzero()[0, 0])  # the telling one
+    return {
+        "event": None,
+        "numel": want.numel(),
+        "wrong": int(wrong.sum()),
+        "first_wrong": first,
+        "got": float(got[first]) if first >= 0 else None,
+        "want": float(flat_want[first]) if first >= 0 else None,
+    }
+
+
+def _race_round(
+    sub: Any, compute: _Compute, bucket: torch.Tensor, host: torch.Tensor, want: torch.Tensor
+) -> dict:
+    """The producer is still running when the copy is queued: matmuls, THEN the gradient lands in bucket.
+    A copy that does not wait for it reads the stale values."""
+    want_cpu = want.cpu()  # now: a .cpu() after the queueing below would wait for the compute stream
+    bucket.fill_(STALE)
+    host.fill_(SENTINEL)
+    torch.cuda.synchronize()
+    compute.run()  # backward still computing this gradient (as long as one copy takes)
+    bucket.copy_(want)  # ... and writing it
+    done = sub.start_copy_to_host(bucket, host)
+    compute.run()  # the rest of backward, meant to run during the copy
+    result = _read_after_event(done, host, want_cpu)
+    result["bucket_intact"] = bool(torch.equal(bucket.cpu(), want_cpu))
+    result["matmul_ok"] = compute.matches()
+    return result
+
+
+def copy_round(ctx: Any, *, shape: list[int], dtype: str, seed: int, reuse: bool = False) -> dict[str, Any]:
+    """One checked copy of a bucket of `shape` and `dtype` (a torch dtype's name) behind the matmuls.
+
+    reuse=False: the producer is still running when start_copy_to_host is called (see _race_round).
+    reuse=True: the bucket is fresh memory from the compute stream's pool; right after the call the caller
+    drops it, and the next bucket (same size) is allocated and filled on the compute stream.
+    """
+    sub = ctx.submission("streams")
+    dt = getattr(torch, dtype)
+    want = _pattern(shape, dt, ctx.device)
+    compute = _Compute(ctx.device, seed)
+    probe = torch.empty(shape, dtype=dt, device=ctx.device)
+    host = sub.host_buffer_like(probe)
+    info = _describe_host(host, shape, dt)
+    if not info["ok"]:
+        return {"host": info}
+    compute.calibrate(functools.partial(host.copy_, probe, non_blocking=True))
+    if not reuse:
+        return {"host": info, **_race_round(sub, compute, probe, host, want)}
+    del probe
+    want_cpu = want.cpu()  # before the queueing below: a .cpu() there would wait for the compute stream
+    host.fill_(SENTINEL)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # no free block of this size but the one the bucket is about to give back
+    bucket = want.clone()  # the gradient, produced on the compute stream into fresh memory
+    done = sub.start_copy_to_host(bucket, host)
+    del bucket  # the caller's last reference: the allocator may now recycle the block
+    following = torch.empty(shape, dtype=dt, device=ctx.device)  # the next bucket, same size
+    following.fill_(NEXT)  # ... written on the compute stream at once
+    compute.run()
+    result = _read_after_event(done, host, want_cpu)
+    result["matmul_ok"] = compute.matches()
+    return {"host": info, **result}
+
+
+def copy_overlap(ctx: Any, *, numel: int, repeats: int, seed: int) -> dict[str, Any]:
+    """Paired timings of one training step, serial and overlapped, interleaved, `repeats` times each:
+      serial:     producer; copy on the compute stream into a pinned buffer of ours; matmuls
+      overlapped: producer; the student's start_copy_to_host; matmuls; the compute stream waits on the event
+      copy, matmul: each alone, for the denominator of the overlap fraction
+    plus one checked round (_race_round) that gates the timings on correctness."""
+    sub = ctx.submission("streams")
+    want = _pattern([numel], torch.float32, ctx.device)
+    compute = _Compute(ctx.device, seed)
+    bucket = torch.empty(numel, device=ctx.device)
+    host = sub.host_buffer_like(bucket)
+    info = _describe_host(host, [numel], torch.float32)
+    if not info["ok"]:
+        return {"host": info}
+    ours = torch.empty(numel, pin_memory=True)
+    current = torch.cuda.current_stream(ctx.device)
+    copy = lambda: ours.copy_(bucket, non_blocking=True)  # noqa: E731
+    produce = lambda: bucket.copy_(want)  # noqa: E731
+    compute.calibrate(copy)
+    check = _race_round(sub, compute, bucket, host, want)
+
+    def serial() -> None:
+        produce()
+        copy()
+        compute.run()
+
+    def overlapped() -> None:
+        produce()
+        done = sub.start_copy_to_host(bucket, host)
+        compute.run()
+        current.wait_event(done)  # the step ends when both the matmuls and the copy have
+
+    figures: dict[str, list[float]] = {"serial_ms": [], "overlapped_ms": [], "copy_ms": [], "matmul_ms": []}
+    if check.get("event") is None:
+        for _ in range(2):  # warm-up of both paths
+            _time_ms(serial), _time_ms(overlapped)
+        for i in range(repeats):
+            pair = [("serial_ms", serial), ("overlapped_ms", overlapped)]
+            for key, fn in pair if i % 2 == 0 else pair[::-1]:  # neither always runs first
+                figures[key].append(_time_ms(fn))
+            figures["copy_ms"].append(_time_ms(copy))
+            figures["matmul_ms"].append(_time_ms(compute.run))
+    return {"host": info, "reps": compute.reps, "check": check, **figures}
+
+
+def _floats(value: Any, n: int) -> list[float] | str:
+    """The student's timings as n plain floats, or what was wrong with them."""
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    if not isinstance(value, list | tuple) or len(value) != n:
+        return f"{type(value).__name__} {value!r:.80}, not a list of {n} floats"
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+        return f"a list holding {sorted({type(x).__name__ for x in value})}, not floats"
+    return [float(x) for x in value]
+
+
+def event_timer(ctx: Any, *, numel: int, rounds: int, per_round: int, seed: int) -> dict[str, Any]:
+    """The student's gpu_times_ms and ours time the same serial step (copy + matmuls, our code alone),
+    in alternating rounds of `per_round` runs each."""
+    sub = ctx.submission("streams")
+    want = _pattern([numel], torch.float32, ctx.device)
+    compute = _Compute(ctx.device, seed)
+    ours = torch.empty(numel, pin_memory=True)
+    copy = lambda: ours.copy_(want, non_blocking=True)  # noqa: E731
+    compute.calibrate(copy)
+
+    def step() -> None:
+        copy()
+        compute.run()
+
+    trusted: list[float] = []
+    student: list[float] = []
+    for _ in range(rounds):
+        trusted += [_time_ms(step) for _ in range(per_round)]
+        got = _floats(sub.gpu_times_ms(step, per_round), per_round)
+        if isinstance(got, str):
+            return {"problem": got}
+        student += got
+    torch.cuda.synchronize()
+    return {"problem": None, "trusted_ms": trusted, "student_ms": student}

@@ -11,9 +11,11 @@ A handle in a script is either an int (the i-th handle this program's pool alloc
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 
 def _error(exc: BaseException) -> dict[str, str]:
@@ -203,3 +205,209 @@ def kv_workload(
             got = cache.gather([tuple(q) for q in args[0]])
             gathers.append([None if r is None else list(r) for r in got])
     return {"gathers": gathers, "pages": cache.pages, **_manager_state(manager)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 15.cuda_ipc: rank 0 owns a pool on the GPU and lends rank 1 a window of it; both ranks share that GPU.
+
+
+class _PeerFailed(Exception):
+    """The other rank's code raised; this rank stops at the same point instead of waiting for it."""
+
+
+class _Lockstep:
+    """Keeps the two ranks in step when the submission raises on one of them.
+
+    Code between two meetings runs inside ``with step:``, which keeps the first error instead of raising
+    it; ``meet`` then tells both ranks, and the rank whose code failed raises its own error there, so the
+    report shows the student's exception at once instead of a peer that waits until the timeout.
+    """
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> _Lockstep:
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None and self.error is None:
+            self.error = exc
+        return exc is not None
+
+    def meet(self, obj: Any = None, src: int = 0) -> Any:
+        """Both ranks call this at the same point; returns rank `src`'s `obj` (pickled, over gloo)."""
+        box: list[Any] = [None, None]
+        dist.all_gather_object(box, (obj if self.error is None else None, self.error is not None))
+        if self.error is not None:
+            raise self.error
+        if any(failed for _, failed in box):
+            raise _PeerFailed
+        return box[src][0]
+
+
+def _allocated(device: torch.device) -> int:
+    """Bytes this process's caching allocator has handed out on `device` (0 off the GPU)."""
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _reclaim(device: torch.device) -> None:
+    """Free what this process lent out and its borrowers have let go of (torch keeps it until then)."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.ipc_collect()
+
+
+def _new_pool(ctx: Any, data: torch.Tensor) -> torch.Tensor:
+    """The owner's pool: one fresh allocation on its GPU, holding `data`."""
+    return data.to(ctx.device, copy=True)
+
+
+def _refusal(errors: tuple[type[BaseException], ...], call: Any) -> Any:
+    """None if `call` went through, its error as a dict if it was refused (anything else propagates)."""
+    try:
+        call()
+    except errors as exc:
+        return _error(exc)
+    return None
+
+
+def ipc_session(ctx: Any, **inputs: Any) -> dict[str, Any]:
+    """One loan of a window of rank 0's pool to rank 1 (see ``_loan``). If the submission raises on one
+    rank, that rank fails with its error and the other returns {"peer_failed": True} at the same point."""
+    try:
+        return _loan(ctx, _Lockstep(), **inputs)
+    except _PeerFailed:
+        return {"peer_failed": True}
+
+
+def _loan(
+    ctx: Any,
+    step: _Lockstep,
+    *,
+    pool: torch.Tensor,
+    window: list[int],
+    window_bytes: torch.Tensor | None = None,
+    writes: list[list[Any]] = (),  # type: ignore[assignment]
+    refused_windows: list[list[int]] = (),  # type: ignore[assignment]
+    refused_accesses: list[list[Any]] = (),  # type: ignore[assignment]
+    lag_cycles: int = 0,
+    drop_early: bool = False,
+) -> dict[str, Any]:
+    """`window` = [offset, nbytes] of a pool holding `pool` (uint8 [capacity]), lent by rank 0 to rank 1.
+
+    Owner (rank 0): tries each of `refused_windows` (each must be refused), grants the window and passes the
+    Grant to rank 1, then stores `window_bytes` into its own window in place. Borrower (rank 1): opens the
+    window, reads it before and after the owner's store, tries each of `refused_accesses` (["read", offset,
+    nbytes] or ["write", offset, uint8 data]), then makes `writes` ([offset, uint8 data], window-relative)
+    and tells the owner, which reads its pool. With lag_cycles > 0 the borrower's GPU is kept busy that long
+    ahead of the writes and nothing here waits for them: only write() itself can. Otherwise this program
+    synchronizes before telling the owner. Last, the borrower closes its window.
+
+    drop_early: the lifetime script instead (``_lifetime``).
+    """
+    dev, owner = ctx.device, ctx.rank == 0
+    offset, nbytes = window
+    out: dict[str, Any] = {}
+    held: dict[str, Any] = {}  # every reference this program has to the pool, the grant or the window
+    grant = None
+    with step:
+        ipc = ctx.submission("ipc")  # both ranks import it before a Grant is unpickled
+        errors = (ValueError, ipc.WindowOutOfRange)
+        if owner:
+            held["pool"] = _new_pool(ctx, pool)
+            out["refused"] = [
+                _refusal(errors, lambda w=w: ipc.grant_window(held["pool"], *w)) for w in refused_windows
+            ]
+            _synchronize(dev)
+            ptr, before = held["pool"].data_ptr(), _allocated(dev)
+            grant = ipc.grant_window(held["pool"], offset, nbytes)
+            out["grant"] = {"offset": grant.offset, "nbytes": grant.nbytes}
+            out["allocated_by_grant"] = _allocated(dev) - before
+            out["pool_moved"] = held["pool"].data_ptr() != ptr
+            held["grant"] = grant
+    grant = step.meet(grant, src=0)
+    with step:
+        if not owner:
+            _synchronize(dev)
+            before = _allocated(dev)
+            held["win"] = ipc.BorrowedWindow(grant)
+            _synchronize(dev)
+            out["allocated_by_open"] = _allocated(dev) - before
+            view = held["win"].bytes
+            out["view"] = {"numel": view.numel(), "dtype": str(view.dtype), "device": str(view.device)}
+            ptr = view.data_ptr()
+            del view  # this program keeps no hold of its own on the owner's memory
+            out["first_read"] = held["win"].read(0, nbytes).cpu()
+    del grant
+    step.meet()  # the borrower has read the window as granted
+    if drop_early:
+        return _lifetime(out, step, owner, dev, held, nbytes)
+
+    with step:
+        if owner:
+            held["pool"][offset : offset + nbytes] = window_bytes.to(dev)  # in place: a copy misses it
+            _synchronize(dev)
+    step.meet()
+    with step:
+        if not owner:
+            win = held["win"]
+            out["second_read"] = win.read(0, nbytes).cpu()
+            refused = []
+            for op, at, arg in refused_accesses:
+                if op == "read":
+                    refused.append(_refusal(errors, lambda at=at, arg=arg: win.read(at, arg)))
+                else:
+                    refused.append(_refusal(errors, lambda at=at, arg=arg: win.write(at, arg.to(dev))))
+            out["refused_accesses"] = refused
+            payloads = [(at, data.to(dev)) for at, data in writes]
+            _synchronize(dev)
+            if lag_cycles:
+                torch.cuda._sleep(lag_cycles)  # the GPU is busy: a write queued behind this lands later
+            for at, data in payloads:
+                win.write(at, data)
+            if not lag_cycles:
+                _synchronize(dev)
+            out["view_moved"] = win.bytes.data_ptr() != ptr
+    step.meet()  # the borrower says its writes are done
+    with step:
+        if owner:
+            out["pool_after"] = held["pool"].cpu()
+    step.meet()
+    with step:
+        if not owner:
+            held["win"].close()
+    step.meet()
+    return out
+
+
+def _lifetime(
+    out: dict[str, Any], step: _Lockstep, owner: bool, dev: Any, held: dict[str, Any], nbytes: int
+) -> dict[str, Any]:
+    """The owner lets go of its pool while the borrower holds the window; the memory must stay until the
+    borrower closes it, and come back to the owner then."""
+    before = 0
+    with step:
+        if owner:
+            before = _allocated(dev)
+            held.clear()  # the pool and the grant: this process now holds nothing of its own on them
+            _reclaim(dev)
+            out["freed_while_lent"] = before - _allocated(dev)
+    step.meet()
+    with step:
+        if not owner:
+            out["read_while_lent"] = held["win"].read(0, nbytes).cpu()
+            held["win"].close()  # the window object itself stays referenced: close alone must let go
+            _reclaim(dev)
+            _synchronize(dev)
+    step.meet()  # the borrower has closed
+    with step:
+        if owner:
+            _reclaim(dev)
+            out["freed_after_close"] = before - _allocated(dev)
+    step.meet()
+    return out

@@ -2,7 +2,8 @@
 
 Run them with `grade exercise 15`. The hidden suite checks more: random allocator and pool scripts step by
 step, every boundary error and its exact message, fences with refused and one-sided epochs, exact LRU
-victims, KV caches under eviction, and the bytes each rank sends and receives.
+victims, KV caches under eviction, and the bytes each rank sends and receives. The cuda_ipc checks need a
+GPU (two ranks share it); without one they are reported blocked.
 """
 
 from __future__ import annotations
@@ -160,3 +161,49 @@ def test_every_rank_gathers_every_sequence(world: World) -> None:
                 continue
             for name, have, want in zip("KV", got, tokens[s], strict=True):
                 assert_equal(have, want, rank=res.rank, world_size=p, what=f"{name} of sequence {s}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 15.cuda_ipc (needs a GPU: rank 0 lends rank 1 a window of a pool on the GPU both ranks share)
+
+
+def ipc_inputs(window: list[int], writes: list[tuple[int, int]]) -> dict[str, Any]:
+    """A 1 MiB pool of random bytes (each one outside the window a canary), the owner's new window bytes,
+    and the borrower's writes as [offset in the window, bytes]."""
+    g = torch.Generator().manual_seed(1)
+    pool = torch.randint(0, 256, (1 << 20,), dtype=torch.uint8, generator=g)
+    window_bytes = torch.randint(0, 256, (window[1],), dtype=torch.uint8, generator=g)
+    data = [[at, torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g)] for at, n in writes]
+    return {"pool": pool, "window": window, "window_bytes": window_bytes, "writes": data}
+
+
+def pool_after(inputs: dict[str, Any]) -> torch.Tensor:
+    pool = inputs["pool"].clone()
+    offset, nbytes = inputs["window"]
+    pool[offset : offset + nbytes] = inputs["window_bytes"]
+    for at, data in inputs["writes"]:
+        pool[offset + at : offset + at + data.numel()] = data
+    return pool
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.concept("window_is_a_view")
+def test_borrower_and_owner_share_one_allocation(world: World) -> None:
+    inputs = ipc_inputs([65_536, 131_072], [(0, 4_096), (131_071, 1)])
+    owner, borrower = (res.value for res in world.run("rank_programs:ipc_session", inputs=inputs))
+    assert owner["allocated_by_grant"] < 131_072, "grant_window allocated a window-sized copy"
+    assert borrower["allocated_by_open"] < 131_072, "BorrowedWindow allocated a window-sized copy"
+    assert_equal(borrower["first_read"], inputs["pool"][65_536:196_608], what="the window as first read")
+    assert_equal(borrower["second_read"], inputs["window_bytes"], what="the window after the owner's store")
+    expected = pool_after(inputs)[65_536:196_608]
+    assert_equal(owner["pool_after"][65_536:196_608], expected, what="the owner's window after the writes")
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.concept("writes_stay_in_window")
+def test_bytes_around_the_window_are_untouched(world: World) -> None:
+    inputs = ipc_inputs([300_000, 50_000], [(0, 1), (49_000, 1_000)])
+    owner, borrower = (res.value for res in world.run("rank_programs:ipc_session", inputs=inputs))
+    assert borrower["view"]["numel"] == 50_000, f"BorrowedWindow.bytes: {borrower['view']}"
+    # every byte of the owner's pool, the canaries around the window included
+    assert_equal(owner["pool_after"], pool_after(inputs), what="the owner's whole pool after the writes")

@@ -1,10 +1,10 @@
-"""Measure gloo's all-reduce on this machine and fit the alpha-beta model to it by least squares.
+"""Measure gloo's all-reduce and a GPU's host-to-device copies, and fit the alpha-beta model to them.
 
-The time of one all-reduce of S bytes is modeled as t(S) = alpha + beta * S: alpha is what even an empty
-message costs (software, synchronization), 1/beta the bandwidth it reaches on large messages. If the library
-ran a ring, your ring cost model (costs.py) turns them back into one message's alpha and beta.
-Check: `grade exercise 03` (fits are checked exactly; the measurement on 2 ranks).
-Units: seconds, bytes, seconds per byte.
+The time of one all-reduce (or copy) of S bytes is modeled as t(S) = alpha + beta * S: alpha is what even an
+empty message costs (software, synchronization), 1/beta the bandwidth it reaches on large messages. If the
+library ran a ring, your ring cost model (costs.py) turns them back into one message's alpha and beta.
+Check: `grade exercise 03` (fits are checked exactly; the all-reduce on 2 ranks; the copies on a GPU only).
+Units: seconds, bytes, seconds per byte, except where a name says otherwise (alpha_us, bandwidth_gbs).
 """
 
 from __future__ import annotations
@@ -70,4 +70,54 @@ def measure_allreduce(sizes: list[int], iters: int = 10, warmup: int = 2, group=
     # a collective finishes when its slowest rank does: every rank reports that time
     dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
     return agreed.tolist()
+    ### END SOLUTION
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.copy_model
+
+
+def copy_model(sizes: list[int], times: list[float]) -> dict[str, float]:
+    """The alpha-beta line of measured copies, fitted by relative error (your fit_alpha_beta, weighted as the
+    README says) to copy sizes in bytes and times in seconds, in the units a GPU's figures are quoted in:
+    {"alpha_us": the latency in microseconds, "bandwidth_gbs": 1/beta in GB/s (GB = 1e9 bytes),
+    "n_half_bytes": Hockney's half-performance length, the copy size in bytes at which the latency and the
+    bytes cost the same time}. Plain floats."""
+    ### BEGIN SOLUTION 03.copy_model
+    alpha, beta = fit_alpha_beta(sizes, times, [1 / t**2 for t in times])  # relative error, as for gloo
+    # n_1/2 = alpha / beta: alpha = beta * n there, so the copy moves at half of its asymptotic bandwidth
+    return {"alpha_us": alpha * 1e6, "bandwidth_gbs": 1 / beta / 1e9, "n_half_bytes": alpha / beta}
+    ### END SOLUTION
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.device_copies
+
+
+def time_copies(sizes: list[int], device: torch.device, iters: int = 20, warmup: int = 3) -> list[float]:
+    """Seconds per host-to-device copy of nbytes bytes, for each nbytes in `sizes`, in that order: from a
+    pinned (page-locked) uint8 tensor in host memory into a uint8 tensor on `device`, a CUDA device, both
+    allocated once per size outside the timing. The time of a copy is the GPU's: from when the copy starts on
+    the device until it has finished there, not how long the host took to ask for it. Per size: `warmup`
+    untimed copies, then `iters` copies each timed on its own; the size's time is the median of those
+    `iters`. Plain floats."""
+    ### BEGIN SOLUTION 03.device_copies
+    stream = torch.cuda.current_stream(device)  # the stream copy_ uses: copies and events queue in order
+    times = []
+    for size in sizes:
+        src = torch.empty(size, dtype=torch.uint8, pin_memory=True)  # page-locked: the copy engine reads it
+        dst = torch.empty(size, dtype=torch.uint8, device=device)
+        for _ in range(warmup):  # the first copies pay for one-time setup (lazy init, allocator caches)
+            dst.copy_(src, non_blocking=True)
+        marks = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)
+        ]
+        for start, end in marks:
+            start.record(stream)  # a timestamp the GPU takes when the stream reaches it
+            dst.copy_(src, non_blocking=True)  # returns at once: the host only queues the copy
+            end.record(stream)
+        torch.cuda.synchronize(device)  # elapsed_time needs both events to have happened
+        elapsed_ms = [start.elapsed_time(end) for start, end in marks]
+        times.append(statistics.median(elapsed_ms) / 1e3)  # elapsed_time is in milliseconds
+    return times
     ### END SOLUTION

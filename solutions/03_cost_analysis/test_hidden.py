@@ -1,5 +1,5 @@
-"""What this catches: wrong costs, wrong bus bandwidths, wrong crossovers, wrong fits, and a benchmark that
-does not measure what it claims.
+"""What this catches: wrong costs, wrong bus bandwidths, wrong crossovers, wrong fits, and benchmarks (gloo's
+all-reduce, a GPU's copies) that do not measure what they claim.
 
 - alpha_beta: log2 p where ceil/floor matter (p = 5, 6, 7, 12, 33), the fold of non-powers of two, gamma
   forgotten or counted per step, (p-1)/p dropped, Bruck's bytes for p not a power of two. Checked exactly
@@ -15,6 +15,11 @@ does not measure what it claims.
   agreeing), seconds as the unit, and that a line fitted to some sizes predicts the others measured in the
   same runs within a factor of 3. Timing checks use the fastest of 3 runs per size and get 3 attempts, so a
   busy machine cannot fail them (see the note above the 03.measure tests).
+- copy_model: alpha in seconds, GiB, an unweighted fit (against the student's OWN weighted fit, so a 03.fit
+  mistake is not counted twice), n_1/2 from the quoted figures, on noiseless lines drawn in the judge.
+- device_copies (GPU only): elapsed_time taken as seconds, a host clock around queued copies, events on
+  another stream than the copies, elements for bytes. Judged against the student's own points and a paired
+  large copy the rank program times before and after the sweep, never against fixed GB/s or microseconds.
 """
 
 from __future__ import annotations
@@ -496,4 +501,164 @@ def test_fit_predicts_held_out_sizes(world: World, reference) -> None:
     raise AssertionError(
         f"a line fitted to {FIT_SIZES} should predict the held-out sizes within a factor of 3; in {ATTEMPTS} "
         "attempts: " + "; ".join(failures)
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.copy_model: noiseless lines drawn by the judge, and the gloo-like wobbly data of 03.fit
+
+
+def copy_lines(salt: int, k: int) -> list[tuple[list[int], list[float], float, float]]:
+    """k noiseless (sizes, times, alpha, beta): alpha 0.5..50 us, bandwidth 2..5000 GB/s, 12 sizes from a
+    random start in 100 B..10 KB, spaced by 2.2x (never powers of two)."""
+    rng = random.Random(SEED + salt)
+    lines = []
+    for _ in range(k):
+        alpha, beta = 10 ** rng.uniform(-6.3, -4.3), 1 / 10 ** rng.uniform(9.3, 12.7)
+        sizes = [int(10 ** rng.uniform(2, 4) * 2.2**i) for i in range(12)]
+        lines.append((sizes, [alpha + beta * s for s in sizes], alpha, beta))
+    return lines
+
+
+def model_value(got: Any, key: str, what: str) -> float:
+    if not isinstance(got, dict) or key not in got:
+        raise AssertionError(f"copy_model must return a dict with {key!r}: got {got!r}")
+    return number(got[key], f"{what}: {key}")
+
+
+@pytest.mark.part("03.copy_model")
+@pytest.mark.concept("copy_units")
+def test_copy_model_units(world: World) -> None:
+    lines = copy_lines(60, 8)
+    got = many(world, "measure", "copy_model", [(sizes, times) for sizes, times, _, _ in lines])
+    for (_, _, alpha, beta), value in zip(lines, got, strict=True):
+        what = f"a noiseless line of {alpha * 1e6:.3g} us and {1 / beta / 1e9:.4g} GB/s"
+        # rel 1e-7: the fit of a noiseless line is exact up to rounding (1e-12 in every correct algorithm)
+        close(model_value(value, "alpha_us", what), alpha * 1e6, f"{what}: alpha_us", rel=1e-7)
+        close(model_value(value, "bandwidth_gbs", what), 1 / beta / 1e9, f"{what}: bandwidth_gbs", rel=1e-7)
+
+
+@pytest.mark.part("03.copy_model")
+@pytest.mark.concept("copy_units")
+def test_copy_model_fits_relative_error(world: World) -> None:
+    # wobbly data over 64 B..64 MiB: only a fit by relative error matches your own fit_alpha_beta weighted by
+    # 1/t^2 here; it is compared with YOUR fit_alpha_beta, so a mistake in 03.fit is not counted twice
+    data = [synthetic(a, b, seed) for seed, (a, b) in enumerate([(6e-6, 1 / 25e9), (2e-5, 1 / 400e9)])]
+    fits = many(world, "measure", "fit_alpha_beta", [(s, t, [1 / x**2 for x in t]) for s, t in data])
+    got = many(world, "measure", "copy_model", data)
+    for (alpha, beta), value in zip(fits, got, strict=True):
+        what = "copy_model of measured-looking data"
+        close(model_value(value, "alpha_us", what), alpha * 1e6, f"{what}: alpha_us (your fit x 1e6)")
+        close(
+            model_value(value, "bandwidth_gbs", what), 1 / beta / 1e9, f"{what}: bandwidth_gbs (1/beta/1e9)"
+        )
+
+
+@pytest.mark.part("03.copy_model")
+@pytest.mark.concept("half_performance")
+def test_half_performance_length(world: World) -> None:
+    lines = copy_lines(61, 8)
+    got = many(world, "measure", "copy_model", [(sizes, times) for sizes, times, _, _ in lines])
+    for (_, _, alpha, beta), value in zip(lines, got, strict=True):
+        what = f"a noiseless line of {alpha * 1e6:.3g} us and {1 / beta / 1e9:.4g} GB/s"
+        n_half = model_value(value, "n_half_bytes", what)
+        # there, latency and bytes cost the same: the copy takes 2 alpha and moves at half of 1/beta
+        close(alpha + beta * n_half, 2 * alpha, f"{what}: the time of a copy of n_half_bytes", rel=1e-7)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.device_copies, on a GPU only. What the judge trusts: the student's own points, and the grader's paired
+# figure for the largest copy (throughput of back-to-back copies from pinned memory, host clock between two
+# synchronizations) taken right before and right after the student's sweep, on the same GPU in the same run.
+# Nothing is compared with a fixed number of GB/s or microseconds. Sizes are not powers of two and span
+# 1.5 KB..48 MB, across the half-performance length of any PCIe or C2C link (alpha 1..20 us, 5..500 GB/s).
+
+COPY_SIZES = [1536, 5_000, 16_000, 50_000, 160_000, 500_000, 1_600_000, 5_000_000, 16_000_000, 48_000_000]
+PAIRED_BAND = 2.0  # the same copy timed two ways agrees to a few percent; any correct method is well inside
+
+
+def copies(world: World, with_model: bool) -> dict[str, Any]:
+    inputs = {"sizes": COPY_SIZES, "iters": 15, "warmup": 3, "paired_copies": 10, "with_model": with_model}
+    [res] = world.run("rank_programs:host_to_device_copies", inputs=inputs)
+    if res.value["times"] is None:
+        raise AssertionError(f"time_copies must return one float per size: {res.value['bad']}")
+    return res.value
+
+
+def timing_problems(value: dict[str, Any]) -> list[str]:
+    times, paired = value["times"], value["paired"]
+    if not all(t > 0 for t in times):
+        return [f"times must be positive seconds: {times}"]
+    problems = []
+    # 48 MB against 1.5 KB: 31000x the bytes; even alpha = 20 us at 500 GB/s makes that 5.8x the time
+    if times[-1] < 3 * times[0]:
+        problems.append(f"48 MB took {times[-1]:.3g} s, 1.5 KB {times[0]:.3g} s: the bytes cost nothing?")
+    if not min(paired) / PAIRED_BAND <= times[-1] <= max(paired) * PAIRED_BAND:
+        problems.append(
+            f"your 48 MB copy took {times[-1]:.4g} s; the grader's, timed around yours: "
+            f"{paired[0]:.4g} s and {paired[1]:.4g} s"
+        )
+    return problems
+
+
+@pytest.mark.part("03.device_copies")
+@pytest.mark.concept("gpu_timing")
+def test_copy_times_against_the_paired_copy(world: World) -> None:
+    failures = []
+    for _ in range(ATTEMPTS):
+        problems = timing_problems(copies(world, with_model=False))
+        if not problems:
+            return
+        failures.append("; ".join(problems))
+    raise AssertionError(
+        "time_copies must return the GPU's time of one copy in seconds (seconds, not ms; the copy finished, "
+        f"not just queued; the bytes asked for). In {ATTEMPTS} attempts: " + " | ".join(failures)
+    )
+
+
+def line_problems(value: dict[str, Any]) -> list[str]:
+    sizes, times, model, paired = COPY_SIZES, value["times"], value["model"], value["paired"]
+    if model is None:
+        return [f"times must be positive seconds: {times}"]
+    alpha = model_value(model, "alpha_us", "copy_model of your copies") * 1e-6
+    bandwidth = model_value(model, "bandwidth_gbs", "copy_model of your copies") * 1e9
+    n_half = model_value(model, "n_half_bytes", "copy_model of your copies")
+    problems = []
+    if not 0 < alpha <= 1.5 * min(times):
+        problems.append(f"alpha {alpha:.3g} s must be positive and no more than your fastest copy")
+    if bandwidth <= 0:
+        return [*problems, f"bandwidth {bandwidth:.4g} B/s must be positive"]
+    # the line through your own points: each within 50 % (a clean link is within a few percent)
+    worst = max(abs(alpha + s / bandwidth - t) / t for s, t in zip(sizes, times, strict=True))
+    if worst > 0.5:
+        problems.append(f"the fitted line misses one of your points by {worst:.0%}")
+    link = max(sizes) / min(paired)  # the grader's bytes per second on the largest copy
+    if not link / PAIRED_BAND <= bandwidth <= link * PAIRED_BAND:
+        problems.append(
+            f"fitted {bandwidth / 1e9:.4g} GB/s against {link / 1e9:.4g} GB/s measured by the grader"
+        )
+    # where your copies cross half of the fitted bandwidth, read off your points, against n_half
+    share = [s / t / bandwidth for s, t in zip(sizes, times, strict=True)]
+    below = [s for s, r in zip(sizes, share, strict=True) if r < 0.5]
+    above = [s for s, r in zip(sizes, share, strict=True) if r >= 0.5]
+    if (below and n_half < max(below) / 4) or (above and n_half > min(above) * 4):
+        problems.append(
+            f"n_half_bytes {n_half:.4g}: your copies reach half of {bandwidth / 1e9:.4g} GB/s between "
+            f"{max(below, default=0)} and {min(above, default=math.inf)} B"
+        )
+    return problems
+
+
+@pytest.mark.part("03.device_copies")
+@pytest.mark.concept("copy_line")
+def test_copies_follow_the_alpha_beta_line(world: World) -> None:
+    failures = []
+    for _ in range(ATTEMPTS):
+        problems = line_problems(copies(world, with_model=True))
+        if not problems:
+            return
+        failures.append("; ".join(problems))
+    raise AssertionError(
+        "copy_model of your time_copies should describe your copies and the link. In "
+        f"{ATTEMPTS} attempts: " + " | ".join(failures)
     )

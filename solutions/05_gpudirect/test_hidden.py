@@ -11,12 +11,18 @@ checkpoint times that forget a link, a direction or a phase.
 - checkpoint: gradients saved, link loads summed over both directions (PCIe is full duplex), time summed
   over links instead of maxed, phases overlapped, drive write rate used for a restore, the bounce copy left
   out. Relative tolerance 1e-9: closed forms, only float rounding differs.
+- staging: each question on its own: the staging copy in both directions, non_blocking on pageable memory,
+  what pinning costs.
+- host_copies (a GPU only): a buffer never pinned, a copy timed up to when a queued call returned or read
+  before its end event completed, pinned and pageable swapped, GiB or seconds of all repeats. Judged against
+  the judge's own measurement of the same copies in the same run, gated on the bytes (see 05.host_copies).
 """
 
 from __future__ import annotations
 
 import math
 import random
+import statistics
 from typing import Any
 
 import pytest
@@ -390,4 +396,268 @@ class TestCheckpoint:
         [res] = world.run("rank_programs:raises", inputs=inputs)
         assert res.value == "ValueError", (
             f"checkpoint_seconds(op='load') should raise ValueError, got {res.value}"
+        )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 05.staging: one test per question, grouped by the concept the question asks about. Sources are in
+# solutions/05_gpudirect/copies.py next to each answer.
+
+STAGING_KEY = {
+    "pageable_slower": "c",
+    "d2h_pageable": "a",
+    "non_blocking_pageable": "d",
+    "pin_then_copy": "b",
+    "pin_everything": "c",
+}
+STAGING_GROUPS = {
+    "staging_copy": ["pageable_slower", "d2h_pageable"],
+    "pageable_not_async": ["non_blocking_pageable"],
+    "pinning_cost": ["pin_then_copy", "pin_everything"],
+}
+assert sorted(q for qs in STAGING_GROUPS.values() for q in qs) == sorted(STAGING_KEY)
+
+
+def check_staging(world: World, question: str) -> None:
+    [res] = world.call("copies", "staging_answers", args=[()])
+    got = res.returned
+    if not isinstance(got, dict):
+        raise AssertionError(f"staging_answers() must return a dict, got {type(got).__name__}")
+    assert question in got, f"no answer to {question!r}"
+    assert got[question] == STAGING_KEY[question], f"{question}: {got[question]!r} is not the right choice"
+
+
+@pytest.mark.part("05.staging")
+class TestStaging:
+    @pytest.mark.concept("staging_copy")
+    @pytest.mark.parametrize("question", STAGING_GROUPS["staging_copy"])
+    def test_staging_copy(self, world: World, question: str) -> None:
+        check_staging(world, question)
+
+    @pytest.mark.concept("pageable_not_async")
+    @pytest.mark.parametrize("question", STAGING_GROUPS["pageable_not_async"])
+    def test_pageable_not_async(self, world: World, question: str) -> None:
+        check_staging(world, question)
+
+    @pytest.mark.concept("pinning_cost")
+    @pytest.mark.parametrize("question", STAGING_GROUPS["pinning_cost"])
+    def test_pinning_cost(self, world: World, question: str) -> None:
+        check_staging(world, question)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 05.host_copies, on one GPU: every timing is judged against the judge's own measurement of the same copies,
+# taken in the same rank process and interleaved with the student's (rank_programs.py: the host's wall clock
+# around a blocking copy_ and torch.cuda.synchronize(), median of several). Only ratios of such paired
+# figures are graded, never an absolute GB/s or ms, and each only after the copies delivered the right bytes.
+#
+# Thresholds, and why a correct solution meets them on any GPU: the student's time_copy and the judge's clock
+# time the SAME copy on the SAME buffers, so they agree to a few percent (a GPU event pair and a host clock
+# around a synchronized copy differ by launch overhead, microseconds against milliseconds); a factor of 2 is
+# left for noise. copy_bandwidth uses the student's own buffers, so its seconds get 2.5. The pinned/pageable
+# ratio of two medians is judged within a factor of 2 of the judge's ratio. Pinned must beat pageable by 1.2x
+# only where the judge's own ratio is at least 1.6 (expected 2-5x on a PCIe GPU, pinned DMA near the link's
+# rate, pageable held to a CPU memcpy through the staging buffer; not yet measured on the course's GPU, see
+# docs/gpu.md); on a machine whose own measurement shows no clear advantage (a coherent CPU-GPU link, say)
+# only the agreement of the ratios is judged.
+# A timing check that misses is measured once more (ATTEMPTS); a bug misses every time.
+
+TIME_FACTOR = 2.0
+SECONDS_FACTOR = 2.5
+RATIO_FACTOR = 2.0
+CLEAR_ADVANTAGE = 1.6
+MARGIN = 1.2
+ATTEMPTS = 2
+UNIT_REL = 1e-6  # gbps * seconds * 1e9 == nbytes: only float rounding may differ
+DIRECTIONS = ("h2d", "d2h")
+KINDS = ("pageable", "pinned")
+
+
+def bytes_problems(gate: dict[str, Any]) -> list[str]:
+    """The copies of the correctness gate (rank_programs._bytes_check) that did not deliver the bytes."""
+    problems = []
+    for case, got in gate.items():
+        if not isinstance(got["seconds"], float) or not got["seconds"] > 0:
+            problems.append(
+                f"time_copy ({case}) must return positive seconds as a float, got {got['seconds']}"
+            )
+        if not got["ok"]:
+            problems.append(
+                f"time_copy ({case}): the destination did not hold the source's bytes when it returned "
+                "(a copy still in flight, or on another stream nobody waited for?)"
+            )
+    return problems
+
+
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per direction and kind, the median seconds and gbps over the runs."""
+    return {
+        d: {
+            k: {key: statistics.median(run[d][k][key] for run in runs) for key in ("seconds", "gbps")}
+            for k in KINDS
+        }
+        for d in DIRECTIONS
+    }
+
+
+def pinned_ratios(figures: dict[str, dict[str, dict[str, float]]]) -> dict[str, float]:
+    """Per direction, pinned bandwidth over pageable bandwidth."""
+    return {d: figures[d]["pinned"]["gbps"] / figures[d]["pageable"]["gbps"] for d in DIRECTIONS}
+
+
+def shape_problems(student: list[Any]) -> list[str]:
+    """The rank program's word on figures that are not {direction: {kind: {seconds, gbps}}} (a str)."""
+    return sorted({run for run in student if isinstance(run, str)})
+
+
+def ratio_problems(student: list[Any], judge: list[Any], factor: float = RATIO_FACTOR) -> list[str]:
+    """Directions whose student pinned/pageable ratio is not within ``factor`` of the judge's."""
+    mine, ours = pinned_ratios(median_figures(student)), pinned_ratios(median_figures(judge))
+    return [
+        f"{d}: your pinned/pageable bandwidth ratio is {mine[d]:.2f}, the judge measured {ours[d]:.2f} "
+        f"on the same GPU in the same run (must agree within a factor of {factor:g})"
+        for d in DIRECTIONS
+        if not ours[d] / factor <= mine[d] <= ours[d] * factor
+    ]
+
+
+def margin_problems(student: list[Any], judge: list[Any]) -> list[str]:
+    """Where the judge's own ratio shows pinned clearly ahead (>= CLEAR_ADVANTAGE), the student's pinned must
+    beat pageable by at least MARGIN. A direction without a clear advantage on this machine is not judged."""
+    mine, ours = pinned_ratios(median_figures(student)), pinned_ratios(median_figures(judge))
+    return [
+        f"{d}: pinned must beat pageable by {MARGIN:g}x or more here (the judge measured {ours[d]:.2f}x), "
+        f"your figures give {mine[d]:.2f}x"
+        for d in DIRECTIONS
+        if ours[d] >= CLEAR_ADVANTAGE and mine[d] < MARGIN
+    ]
+
+
+def unit_problems(student: list[Any], nbytes: int) -> list[str]:
+    """Figures whose gbps is not nbytes / seconds / 1e9 (GB/s with GB = 1e9 bytes, for one copy)."""
+    problems = []
+    for run in student:
+        for d in DIRECTIONS:
+            for k in KINDS:
+                fig = run[d][k]
+                got, want = fig["gbps"], nbytes / fig["seconds"] / 1e9
+                if not math.isclose(got, want, rel_tol=UNIT_REL):
+                    problems.append(
+                        f"{d}/{k}: gbps {got:.6g} is not {nbytes} bytes / {fig['seconds']:.6g} s in GB/s "
+                        f"(GB = 1e9 bytes) = {want:.6g} ({got / want:.4g}x)"
+                    )
+    return problems[:4]
+
+
+def seconds_problems(student: list[Any], judge: list[Any], factor: float = SECONDS_FACTOR) -> list[str]:
+    """Figures whose median seconds is not within ``factor`` of the judge's for the same copy."""
+    mine, ours = median_figures(student), median_figures(judge)
+    return [
+        f"{d}/{k}: {mine[d][k]['seconds']:.4g} s per copy, the judge measured {ours[d][k]['seconds']:.4g} s "
+        f"for the same copy (must agree within a factor of {factor:g}: seconds of ONE copy)"
+        for d in DIRECTIONS
+        for k in KINDS
+        if not ours[d][k]["seconds"] / factor <= mine[d][k]["seconds"] <= ours[d][k]["seconds"] * factor
+    ]
+
+
+def time_problems(paired: dict[str, Any], factor: float = TIME_FACTOR) -> list[str]:
+    """Cases where time_copy's median is not within ``factor`` of the judge's clock on the same buffers."""
+    problems = []
+    for case, times in paired.items():
+        if case == "bytes":
+            continue
+        bad = [t for t in times["student"] if not isinstance(t, float) or not t > 0]
+        if bad:
+            problems.append(f"time_copy ({case}) must return positive seconds as a float, got {bad[0]}")
+            continue
+        mine, ours = statistics.median(times["student"]), statistics.median(times["judge"])
+        if not ours / factor <= mine <= ours * factor:
+            problems.append(
+                f"time_copy ({case}): {mine:.4g} s per copy, the judge's clock {ours:.4g} s on the same "
+                f"buffers (must agree within a factor of {factor:g}; {mine / ours:.3g}x)"
+            )
+    return problems
+
+
+def paired(world: World, program: str, **inputs: Any) -> dict[str, Any]:
+    [res] = world.run(f"rank_programs:{program}", inputs=inputs)
+    return res.value
+
+
+def gated(result: dict[str, Any]) -> None:
+    """Fail on the correctness gate and on malformed figures before any timing is judged."""
+    problems = bytes_problems(result["bytes"]) + shape_problems(result.get("student", []))
+    assert not problems, "; ".join(problems)
+
+
+def judged_bandwidth(world: World, check, *, nbytes: int, repeats: int, rounds: int) -> None:
+    """Measure paired, gate, and run ``check(student, judge)``; a miss is measured again, ATTEMPTS in all."""
+    misses: list[str] = []
+    for _ in range(ATTEMPTS):
+        result = paired(world, "paired_bandwidth", nbytes=nbytes, repeats=repeats, rounds=rounds)
+        gated(result)
+        problems = check(result["student"], result["judge"])
+        if not problems:
+            return
+        misses = problems
+    raise AssertionError(f"in each of {ATTEMPTS} measurements: " + "; ".join(misses))
+
+
+@pytest.mark.part("05.host_copies")
+class TestHostCopies:
+    @pytest.mark.concept("pinned_buffer")
+    def test_host_buffer_odd_sizes(self, world: World) -> None:
+        sizes = [1, 4097, (3 << 20) + 5]
+        for fact in paired(world, "host_buffer_facts", sizes=sizes):
+            what = f"host_buffer({fact['nbytes']}, pinned={fact['pinned']})"
+            assert fact["type"] == "Tensor", f"{what} must return a torch.Tensor, got {fact['type']}"
+            assert (fact["dtype"], fact["shape"], fact["device"]) == (
+                "torch.uint8",
+                [fact["nbytes"]],
+                "cpu",
+            ), (
+                f"{what}: a 1-D torch.uint8 tensor of {fact['nbytes']} bytes on the CPU, got {fact['dtype']} "
+                f"{fact['shape']} on {fact['device']}"
+            )
+            assert fact["is_pinned"] == fact["pinned"], (
+                f"{what}.is_pinned() is {fact['is_pinned']}: page-locked exactly when pinned=True"
+            )
+
+    @pytest.mark.concept("copy_timing")
+    def test_time_copy_delivers_odd_sized_random_bytes(self, world: World) -> None:
+        gate = paired(world, "copies_move_bytes", nbytes=(5 << 20) + 7, seed=20260405, repeats=3)
+        problems = bytes_problems(gate)
+        assert not problems, "; ".join(problems)
+
+    @pytest.mark.concept("copy_timing")
+    def test_time_copy_agrees_with_the_judges_clock(self, world: World) -> None:
+        misses: list[str] = []
+        for _ in range(ATTEMPTS):
+            result = paired(world, "paired_time_copy", nbytes=128 << 20, repeats=3, rounds=3)
+            gated(result)
+            misses = time_problems(result)
+            if not misses:
+                return
+        raise AssertionError(f"in each of {ATTEMPTS} measurements: " + "; ".join(misses))
+
+    @pytest.mark.concept("pinned_speedup")
+    def test_ratio_agrees_with_the_judge_at_256_mib(self, world: World) -> None:
+        judged_bandwidth(world, ratio_problems, nbytes=256 << 20, repeats=5, rounds=3)
+
+    @pytest.mark.concept("pinned_speedup")
+    def test_pinned_wins_by_a_margin(self, world: World) -> None:
+        # a machine whose own measurement shows no clear advantage leaves only the agreement of the ratios
+        # (the test above) to grade this concept: a student is not marked down for the hardware
+        judged_bandwidth(world, margin_problems, nbytes=(160 << 20) + 4096, repeats=3, rounds=2)
+
+    @pytest.mark.concept("bandwidth_units")
+    def test_gb_per_second_of_one_copy(self, world: World) -> None:
+        nbytes = (48 << 20) + 1000
+        judged_bandwidth(
+            world,
+            lambda mine, ours: unit_problems(mine, nbytes) + seconds_problems(mine, ours),
+            nbytes=nbytes,
+            repeats=3,
+            rounds=2,
         )

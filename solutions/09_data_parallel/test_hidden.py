@@ -5,7 +5,8 @@ buckets launched in the order their gradients arrive instead of bucket order; al
 (async_op=False), are never waited on, are waited on right after launch (no overlap), or are all launched at
 the end of backward; bucket state that is not reset, so the second step syncs nothing; a `group` ignored
 (the collective or the divisor over the world); a bucket that never completed passing silently. Also on 5
-ranks, with chains and caps drawn from seeds here.
+ranks, with chains and caps drawn from seeds here. 09.streams (GPU): a bucket freed right after the call
+whose memory the compute stream's next tensor would take, and a bf16 matrix bucket of an odd size.
 
 Every expected value is computed here, in the judge, by one process training on the full batch (plain torch,
 coursekit.toy_models). Each rank trains on its own rows of that batch with the student's synchronization.
@@ -494,3 +495,51 @@ def test_finish_refuses_a_bucket_that_never_completed(world: World) -> None:
             "completed; finish_gradient_synchronization must raise RuntimeError, got "
             f"{res.value['raised'] or 'no exception'} {res.value['message']}"
         )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 09.streams (GPU): the bucket's memory freed right after the call; a bf16 matrix bucket of an odd size
+
+STREAMS_NUMEL = 32 * 2**20  # 128 MiB of fp32: a copy of a few ms, as in the public checks
+PLANTED = {1000.0: "the stale bucket", -1000.0: "the host buffer's old value", 500.0: "the next bucket"}
+
+
+def streams_problem(value: dict, shape: list[int], dtype: str) -> str | None:
+    host = value["host"]
+    if not host["ok"]:
+        return f"host_buffer_like returned {host['what']}, expected a CPU tensor of shape {shape}, {dtype}"
+    if value.get("event") is not None:
+        return f"start_copy_to_host returned {value['event']}"
+    if value["wrong"]:
+        return (
+            f"{value['wrong']} of {value['numel']} host elements wrong after the event; e.g. at "
+            f"{value['first_wrong']}: got {value['got']} ({PLANTED.get(value['got'], 'garbage')}), "
+            f"expected {value['want']}"
+        )
+    if not value["matmul_ok"]:
+        return "the compute stream's matmul result differs from the serial run's"
+    return None
+
+
+@pytest.mark.concept("freed_bucket_lifetime")
+@pytest.mark.part("09.streams")
+def test_streams_freed_bucket_is_not_reused_during_the_copy(world: World) -> None:
+    shape = [STREAMS_NUMEL]
+    [res] = world.run(
+        "rank_programs:copy_round", inputs=[dict(shape=shape, dtype="float32", seed=3, reuse=True)]
+    )
+    problem = streams_problem(res.value, shape, "float32")
+    assert problem is None, (
+        f"{problem}. The caller dropped the bucket right after start_copy_to_host and allocated the next "
+        "bucket of the same size on the compute stream, as the docstring allows"
+    )
+
+
+@pytest.mark.concept("producer_before_copy")
+@pytest.mark.part("09.streams")
+def test_streams_bf16_matrix_bucket(world: World) -> None:
+    shape = [3, 5_000_011]  # bf16, 30 MB, not a power of two
+    [res] = world.run("rank_programs:copy_round", inputs=[dict(shape=shape, dtype="bfloat16", seed=4)])
+    problem = streams_problem(res.value, shape, "bfloat16")
+    assert problem is None, problem
+    assert res.value["bucket_intact"], "the bucket itself changed: copy it to the host, not the other way"

@@ -16,6 +16,10 @@ caches that lose, misplace or over-ship tokens.
   eviction with exact victims, PoolExhausted before any change, partial last pages.
 - paged_kv: float64 K/V copied exactly to every rank, pages holding the right tokens on their owners,
   float64 bytes on the wire equal to the tokens that live away from where they are needed.
+- cuda_ipc (GPU only; blocked elsewhere): a copy lent instead of the pool (window-sized allocations, writes
+  not seen across), offsets that forget the window (the handle maps the whole allocation), refusals and their
+  messages, write() returning before its queued copy lands, and a borrower that keeps or loses its hold on
+  the owner's memory. tests/test_gpu_15.py runs the rank program and these checks on CPU with a stand-in.
 """
 
 from __future__ import annotations
@@ -760,3 +764,215 @@ def test_kv_values_on_3_ranks(world: World, reference: Any) -> None:
     sc = evict_script(reference("block_manager"), world.size)
     for res in run_kv(world, sc):
         same(res.value["gathers"], sc.expected[res.rank], f"rank {res.rank}/3: gathered [K, V] (evict)")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 15.cuda_ipc: two ranks on ONE GPU; rank 0 lends rank 1 a window of its pool through CUDA IPC.
+# The judge sends the pool's bytes (random: every byte outside the window is a canary), the bytes the owner
+# stores into its window after granting it, and the borrower's writes; it gets back what each side saw.
+
+IPC_CAPACITY = 1 << 20  # one 1 MiB allocation on the owner's GPU (a multiple of 512: freed to the byte)
+IPC_WINDOW = [196_613, 262_147]  # odd offset and length: nothing about the window is aligned
+# ~0.5 s of GPU time at 2 GHz queued ahead of the borrower's writes: the owner reads a few ms after write()
+# returns (a gloo message between two local processes), long before an unsynchronized copy could land.
+LAG_CYCLES = 1 << 30
+
+
+def ipc_case(seed: int, window: list[int], writes: list[tuple[int, int]], **extra: Any) -> dict[str, Any]:
+    """Inputs for rank_programs:ipc_session; `writes` as (offset in the window, length) pairs."""
+    g = torch.Generator().manual_seed(seed)
+    pool = torch.randint(0, 256, (IPC_CAPACITY,), dtype=torch.uint8, generator=g)
+    window_bytes = torch.randint(0, 256, (window[1],), dtype=torch.uint8, generator=g)
+    data = [[at, torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g)] for at, n in writes]
+    return {"pool": pool, "window": list(window), "window_bytes": window_bytes, "writes": data, **extra}
+
+
+def ipc_expected_pool(case: dict[str, Any]) -> torch.Tensor:
+    """The owner's pool after the session: its bytes, its own store into the window, then the writes."""
+    pool = case["pool"].clone()
+    offset, nbytes = case["window"]
+    pool[offset : offset + nbytes] = case["window_bytes"]
+    for at, data in case["writes"]:
+        pool[offset + at : offset + at + data.numel()] = data
+    return pool
+
+
+def ipc_values(results: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(owner's report, borrower's report) from a world of 2."""
+    owner, borrower = (res.value for res in results)
+    assert isinstance(owner, dict) and isinstance(borrower, dict), (owner, borrower)
+    return owner, borrower
+
+
+def check_no_copy(owner: dict[str, Any], borrower: dict[str, Any], nbytes: int) -> None:
+    """One allocation, the owner's: granting and opening allocate nothing the size of the window."""
+    assert owner["pool_moved"] is False, "grant_window moved the owner's pool: lend the pool itself"
+    assert owner["allocated_by_grant"] < nbytes, (
+        f"grant_window allocated {owner['allocated_by_grant']} bytes on the owner's GPU for a {nbytes}-byte "
+        "window: it lent a copy, and the borrower's writes go there instead of into the pool"
+    )
+    assert borrower["allocated_by_open"] < nbytes, (
+        f"BorrowedWindow allocated {borrower['allocated_by_open']} bytes on the borrower's GPU for a "
+        f"{nbytes}-byte window: it keeps a copy of the window instead of mapping the owner's memory"
+    )
+
+
+def check_reads(case: dict[str, Any], borrower: dict[str, Any]) -> None:
+    """The borrower sees the owner's bytes as granted, and the owner's later store without a new grant."""
+    offset, nbytes = case["window"]
+    assert_equal(
+        borrower["first_read"],
+        case["pool"][offset : offset + nbytes],
+        rank=1,
+        world_size=2,
+        what=f"the borrower's read of window [{offset}, {offset + nbytes}) right after opening it",
+    )
+    assert_equal(
+        borrower["second_read"],
+        case["window_bytes"],
+        rank=1,
+        world_size=2,
+        what="the borrower's read after the owner stored new bytes into its own pool (a copy misses them)",
+    )
+
+
+def check_window_bytes(case: dict[str, Any], owner: dict[str, Any], what: str) -> None:
+    """Inside the window, the owner's pool holds its own store overwritten by the borrower's writes."""
+    offset, nbytes = case["window"]
+    expected = ipc_expected_pool(case)[offset : offset + nbytes]
+    got = owner["pool_after"][offset : offset + nbytes]
+    assert_equal(got, expected, rank=0, world_size=2, what=what)
+
+
+def outside_changes(got: torch.Tensor, pool: torch.Tensor, window: list[int]) -> list[int]:
+    """Indices of the owner's pool outside the window whose byte changed (the first 8)."""
+    offset, nbytes = window
+    changed = got != pool
+    changed[offset : offset + nbytes] = False
+    return changed.nonzero().reshape(-1)[:8].tolist()
+
+
+def check_canaries(case: dict[str, Any], owner: dict[str, Any]) -> None:
+    offset, nbytes = case["window"]
+    changed = outside_changes(owner["pool_after"], case["pool"], case["window"])
+    assert not changed, (
+        f"bytes of the owner's pool outside the window [{offset}, {offset + nbytes}) changed, first at "
+        f"{changed}: the mapping reaches the whole allocation, so only your offsets keep writes inside"
+    )
+
+
+def check_view(borrower: dict[str, Any], nbytes: int) -> None:
+    view = borrower["view"]
+    assert view["numel"] == nbytes and view["dtype"] == "torch.uint8" and view["device"].startswith("cuda"), (
+        f"BorrowedWindow.bytes is {view}: expected uint8 [{nbytes}] on the GPU, exactly the granted window"
+    )
+
+
+def run_ipc(world: World, case: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    owner, borrower = ipc_values(world.run("rank_programs:ipc_session", inputs=case))
+    assert owner["grant"] == {"offset": case["window"][0], "nbytes": case["window"][1]}, owner["grant"]
+    return owner, borrower
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.concept("window_is_a_view")
+def test_owner_and_borrower_touch_the_same_bytes(world: World) -> None:
+    nbytes = IPC_WINDOW[1]
+    case = ipc_case(11, IPC_WINDOW, [(0, 4096), (100_003, 65_536), (nbytes - 1, 1)])
+    owner, borrower = run_ipc(world, case)
+    check_no_copy(owner, borrower, nbytes)
+    check_reads(case, borrower)
+    assert borrower["view_moved"] is False, "BorrowedWindow.bytes moved between opening and writing"
+    check_window_bytes(case, owner, "the owner's window after the borrower's writes (seen without a copy)")
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.parametrize(
+    "window",
+    [[0, 65_537], [IPC_CAPACITY - 131_075, 131_075], [4_097, 300_001], [0, IPC_CAPACITY]],
+    ids=["at-start", "at-end", "odd", "whole-pool"],
+)
+@pytest.mark.concept("writes_stay_in_window")
+def test_every_byte_outside_the_window_is_untouched(world: World, window: list[int]) -> None:
+    nbytes = window[1]
+    writes = [(0, 1), (0, 513), (nbytes - 4_099, 4_099), (nbytes // 2, nbytes - nbytes // 2), (nbytes - 1, 1)]
+    case = ipc_case(12 + window[0] % 97, window, writes)
+    owner, borrower = run_ipc(world, case)
+    check_view(borrower, nbytes)
+    assert_equal(
+        borrower["first_read"],
+        case["pool"][window[0] : window[0] + nbytes],
+        rank=1,
+        world_size=2,
+        what=f"the borrower's read of window [{window[0]}, {window[0] + nbytes}) (the granted bytes?)",
+    )
+    check_canaries(case, owner)
+    check_window_bytes(case, owner, "the window after writes at its first and last bytes")
+
+
+IPC_REFUSED_WINDOWS = [[-1, 10], [0, 0], [5, -3], [IPC_CAPACITY - 100, 101], [IPC_CAPACITY, 1]]
+
+
+def refused(offset: int, nbytes: int, limit: int) -> dict[str, str]:
+    return err("WindowOutOfRange", f"bytes [{offset}, {offset + nbytes}) are not inside [0, {limit})")
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.concept("range_refusals")
+def test_out_of_range_windows_and_accesses_are_refused(world: World) -> None:
+    window = [IPC_CAPACITY - 70_001, 70_001]  # ends exactly at the end of the pool: allowed
+    n = window[1]
+    one, four = torch.tensor([7], dtype=torch.uint8), torch.tensor([1, 2, 3, 4], dtype=torch.uint8)
+    accesses = [["write", n - 3, four], ["read", n - 3, 4], ["read", -1, 2], ["write", -2, four],
+                ["read", n, 1], ["write", n, one], ["read", n, 0], ["read", 0, n]]  # fmt: skip
+    case = ipc_case(13, window, [(n - 4, 4)], refused_windows=IPC_REFUSED_WINDOWS, refused_accesses=accesses)
+    owner, borrower = run_ipc(world, case)
+    expected_windows = [refused(o, k, IPC_CAPACITY) for o, k in IPC_REFUSED_WINDOWS]
+    same(owner["refused"], expected_windows, "grant_window's answers to windows outside the pool")
+    expected_accesses = [refused(n - 3, 4, n), refused(n - 3, 4, n), refused(-1, 2, n), refused(-2, 4, n),
+                         refused(n, 1, n), refused(n, 1, n), None, None]  # fmt: skip
+    same(borrower["refused_accesses"], expected_accesses, "the borrower's answers to accesses at the edges")
+    # a refused write changes no byte: not the 3 of a 4-byte write that would have fit
+    check_window_bytes(case, owner, "the window after refused writes (a refused write changes nothing)")
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.concept("synchronize_before_signal")
+def test_writes_have_landed_when_write_returns(world: World) -> None:
+    nbytes = IPC_WINDOW[1]
+    case = ipc_case(14, IPC_WINDOW, [(0, nbytes), (1_000, 7)], lag_cycles=LAG_CYCLES)
+    owner, _ = run_ipc(world, case)
+    check_window_bytes(
+        case,
+        owner,
+        "the owner's window read as soon as the borrower's write() returned, its GPU busy before the "
+        "writes (a copy still queued on the borrower's stream has not happened yet)",
+    )
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.concept("borrower_lets_go")
+def test_the_pool_outlives_the_loan_and_no_longer(world: World) -> None:
+    case = ipc_case(15, IPC_WINDOW, [], drop_early=True)
+    owner, borrower = run_ipc(world, case)
+    check_lifetime(case, owner, borrower)
+
+
+def check_lifetime(case: dict[str, Any], owner: dict[str, Any], borrower: dict[str, Any]) -> None:
+    offset, nbytes = case["window"]
+    assert owner["freed_while_lent"] < IPC_CAPACITY, (
+        f"the owner dropped its pool while the borrower held the window, and got {owner['freed_while_lent']} "
+        "bytes back at once: the borrower's hold was lost (torch counts one per grant sent; opening the "
+        "same grant twice gives it back early), or the borrower never mapped the pool"
+    )
+    assert_equal(
+        borrower["read_while_lent"],
+        case["pool"][offset : offset + nbytes],
+        rank=1,
+        world_size=2,
+        what="the borrower's read of the window after the owner dropped its own reference",
+    )
+    assert owner["freed_after_close"] >= IPC_CAPACITY, (
+        f"after the borrower's close() the owner got {owner['freed_after_close']} of its {IPC_CAPACITY} "
+        "bytes back: close() must drop every reference this process holds on the owner's memory"
+    )

@@ -66,3 +66,42 @@ def measure_allreduce(sizes: list[int], iters: int = 10, warmup: int = 2, group=
     agreed = torch.tensor(medians, dtype=torch.float64)
     dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
     return agreed.tolist()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.copy_model
+
+
+def copy_model(sizes: list[int], times: list[float]) -> dict[str, float]:
+    """alpha in us, 1/beta in GB/s and Hockney's n_1/2 in bytes, from a relative-error fit of the copies."""
+    alpha, beta = fit_alpha_beta(sizes, times, [t**-2 for t in times])
+    alpha_us = alpha / 1e-6
+    bandwidth_gbs = (1.0 / beta) / 1e9
+    # equal latency and bytes terms: alpha = beta n, written with the quoted figures converted back
+    n_half = (alpha_us * 1e-6) * (bandwidth_gbs * 1e9)
+    return {"alpha_us": float(alpha_us), "bandwidth_gbs": float(bandwidth_gbs), "n_half_bytes": float(n_half)}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.device_copies
+
+
+def time_copies(sizes: list[int], device: torch.device, iters: int = 20, warmup: int = 3) -> list[float]:
+    """Seconds per pinned host-to-device copy, timed by CUDA events one copy at a time, median over iters."""
+    result = []
+    for nbytes in sizes:
+        host = torch.zeros(nbytes, dtype=torch.uint8).pin_memory()
+        gpu = torch.zeros(nbytes, dtype=torch.uint8, device=device)
+        for _ in range(warmup):
+            gpu.copy_(host)  # blocking copies: fine for warming up
+        samples = []
+        for _ in range(iters):
+            t_start = torch.cuda.Event(enable_timing=True)
+            t_end = torch.cuda.Event(enable_timing=True)
+            t_start.record()  # current stream of the current device, where copy_ runs
+            gpu.copy_(host)
+            t_end.record()
+            t_end.synchronize()  # wait for this copy before reading its time
+            samples.append(t_start.elapsed_time(t_end) * 1e-3)  # ms -> s
+        result.append(float(statistics.median(samples)))
+    return result

@@ -61,3 +61,41 @@ def measure_allreduce(sizes: list[int], iters: int = 10, warmup: int = 2, group=
         result[i] = statistics.median(timings)
     dist.all_reduce(result, op=dist.ReduceOp.MAX, group=group)  # the slowest rank decides
     return [float(x) for x in result]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.copy_model
+
+
+def copy_model(sizes: list[int], times: list[float]) -> dict[str, float]:
+    """The copy line in GPU units: alpha_us, bandwidth_gbs (GB = 1e9 B) and n_half_bytes."""
+    t = torch.tensor(times, dtype=torch.float64)
+    alpha, beta = fit_alpha_beta(list(sizes), list(times), (1 / t / t).tolist())  # relative error
+    return {"alpha_us": alpha * 1e6, "bandwidth_gbs": 1e-9 / beta, "n_half_bytes": alpha / beta}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 03.device_copies
+
+
+def time_copies(sizes: list[int], device: torch.device, iters: int = 20, warmup: int = 3) -> list[float]:
+    """Copies and events on one side stream of `device`; all timed copies queued, then one wait."""
+    side = torch.cuda.Stream(device=device)
+    out = []
+    for nbytes in sizes:
+        pinned = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
+        target = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        torch.cuda.synchronize(device)  # target's allocation is done before the side stream uses it
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * iters)]
+        with torch.cuda.stream(side):  # copy_ and record() now go to the side stream
+            for _ in range(warmup):
+                target.copy_(pinned, non_blocking=True)
+            for k in range(iters):
+                events[2 * k].record()
+                target.copy_(pinned, non_blocking=True)
+                events[2 * k + 1].record()
+        side.synchronize()
+        ms = sorted(events[2 * k].elapsed_time(events[2 * k + 1]) for k in range(iters))
+        middle = ms[iters // 2] if iters % 2 else (ms[iters // 2 - 1] + ms[iters // 2]) / 2
+        out.append(middle / 1000.0)
+    return out
