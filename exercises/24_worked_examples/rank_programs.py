@@ -30,9 +30,11 @@ def _plain(value: Any, where: str) -> Any:
     raise TypeError(f"{where}: a {type(value).__name__} ({value!r}) is not a number, string, list or mapping")
 
 
-def plan_document(ctx: Any, *, function: str) -> Any:
-    """`plans.<function>()` from the submission: its YAML text parsed safely (a dict is taken as it is)."""
-    document = getattr(ctx.submission("plans"), function)()
+def plan_document(ctx: Any, *, function: str, problem: dict | None = None) -> Any:
+    """`plans.<function>()` from the submission, or `plans.<function>(problem)` when a problem is given: its
+    YAML text parsed safely (a dict is taken as it is)."""
+    call = getattr(ctx.submission("plans"), function)
+    document = call() if problem is None else call(problem)
     if isinstance(document, str):
         try:
             document = yaml.safe_load(document)

@@ -164,3 +164,32 @@ def test_plan_report(world: World, name: str, artifact) -> None:  # type: ignore
 
 def _numbers(values: Any, keys: tuple[str, ...]) -> bool:
     return isinstance(values, dict) and all(type(values.get(k)) in (int, float) for k in keys)
+
+
+# One problem of the kind plan(problem) is graded on (the grader's are generated and never shown): a 14B dense
+# model on 3 nodes of 4 GPUs, 12 GPUs in all, with slower NICs than a DGX H100's.
+EXAMPLE = {
+    "model": {"name": "example-14b", "n_layers": 46, "dim": 5120, "n_heads": 40, "n_kv_heads": 8,
+              "ffn_dim": 14336, "vocab_size": 128256, "params": 14_337_131_520,
+              "active_params": 14_337_131_520},
+    "cluster": {"node": "generated", "nodes": 3, "gpus": 4, "domain": 4, "memory_gb": 80, "tflops": 989.4,
+                "nvlink": 450.0, "pcie": 31.5, "nic": 25.0},
+    "global_batch": 96, "seq_len": 4096, "mfu_floor": 0.33,
+}  # fmt: skip
+
+
+@pytest.mark.part("24.llama3_70b")
+@pytest.mark.concept("plan_70b")
+@pytest.mark.parametrize("world", [1], indirect=True)
+def test_planner_on_a_cluster_of_4_gpu_nodes(world: World) -> None:
+    [res] = world.run("rank_programs:plan_document", inputs={"function": "plan", "problem": EXAMPLE})
+    doc = res.value
+    assert isinstance(doc, dict) and {"plan", "answers"} <= set(doc), f"plan(): got {doc!r:.200}"
+    plan, answers = doc["plan"], doc["answers"]
+    assert isinstance(plan, dict) and set(plan) == PLAN_KEYS, f"plan(): plan keys {plan!r}"
+    assert isinstance(answers, dict) and WORDS <= set(answers), f"plan(): answers must give {sorted(WORDS)}"
+    tp, pp, dp = plan["tp"], plan["pp"], plan["dp"]
+    assert tp * pp * dp == 12, f"plan(): tp x pp x dp = {tp * pp * dp}, not the example's 12 GPUs"
+    assert 4 % tp == 0, f"plan(): TP {tp} leaves the 4-GPU NVLink domain of the example's nodes"
+    assert plan["ep"] == 1, "plan(): a dense model has no experts to split (ep = 1)"
+    assert dp * plan["micro_batch_size"] * plan["num_microbatches"] == 96, "plan(): the batch does not add up"

@@ -13,11 +13,20 @@ Answers are recomputed for the student's own plan (1%, 3 significant figures): G
 bidirectional 900 GB/s, fp32 messages, total instead of active parameters, replicas = ep, a dispatch without
 top_k, an all-to-all counted as if nothing hid it; the structured answers name the largest overhead and the
 groups whose traffic leaves the node. A justification is shown, never graded.
+
+Unseen problems: `plans.plan(problem)` is also run on models and clusters generated here from seeds
+(GENERATED: widths, layer counts, experts; node counts, GPUs per node, memory, flops and link bandwidths),
+with an MFU floor set below the best plan the judge finds. Its plan must pass the same four checks (the
+part's plan concept) and name the largest overhead and the groups that leave a node (its overheads concept):
+a planner that knows only the named problems (a lookup table, TP fixed at 8, a model's layer count written
+in) loses the plan concept.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import random
 from typing import Any
 
 import pytest
@@ -266,3 +275,145 @@ def hint(got: float, want: float) -> str:
         if want and math.isclose(got, want * factor, rel_tol=REL):
             return f": that is {slip}"
     return ""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# unseen problems: plan(problem) on models and clusters generated from seeds in the judge
+
+GENERATED = (("dense", 1), ("dense", 2), ("dense", 3), ("moe", 1), ("moe", 2))
+KIND_PART = {"dense": "llama3_70b", "moe": "deepseek_v3"}
+
+
+def per_generated(concept: str) -> Any:
+    params = [
+        pytest.param(kind, seed, marks=marks(KIND_PART[kind], concept), id=f"{kind}-{seed}")
+        for kind, seed in GENERATED
+    ]
+    return at_world_size_1("kind,seed", params)
+
+
+@functools.cache
+def _draw(kind: str, seed: int, attempt: int) -> dict:
+    """A problem in plan()'s form with realistic numbers: H100/A100/H200-like GPUs, 4 or 8 per node and NVLink
+    domain, 2-6 nodes (6: a world that is not a power of two), NIC shares of 12.5-100 GB/s; Llama-like dense
+    models and DeepSeek-like MoE models (most parameters in routed experts) whose model states fill 15-70% of
+    the cluster's memory (MoE: 40-70%)."""
+    rng = random.Random(f"24-{kind}-{seed}-{attempt}")
+    while True:
+        gpus = (4, 8)[seed % 2] if kind == "dense" else rng.choice((4, 8))
+        nodes = (6, 4, 3)[seed % 3] if kind == "dense" else rng.choice((2, 4, 6))
+        gpu = rng.choice(((40, 312.0, 300.0), (80, 312.0, 300.0), (80, 989.4, 450.0), (141, 989.4, 450.0)))
+        cluster = {"node": "generated", "nodes": nodes, "gpus": gpus, "domain": gpus, "memory_gb": gpu[0],
+                   "tflops": gpu[1], "nvlink": gpu[2], "pcie": rng.choice((31.5, 63.0)),
+                   "nic": rng.choice((12.5, 25.0, 50.0, 100.0))}  # fmt: skip
+        dim = rng.choice((2048, 3072, 4096, 5120, 6144, 8192))
+        heads, kv = dim // 128, rng.choice((8, dim // 128))
+        layers = rng.randrange(18, 81)  # odd counts too: stages of unequal length
+        ffn = round(dim * rng.uniform(2.6, 3.6) / 256) * 256
+        vocab = rng.choice((32000, 128256, 151936))
+        attention = 2 * dim * dim + 2 * dim * kv * 128 + 2 * dim  # q, o, k, v and two norms
+        outside = 2 * vocab * dim + dim
+        spec = {"name": f"generated-{kind}-{seed}", "n_layers": layers, "dim": dim, "n_heads": heads,
+                "n_kv_heads": kv, "ffn_dim": ffn, "vocab_size": vocab}  # fmt: skip
+        if kind == "dense":
+            params = layers * (attention + 3 * dim * ffn) + outside
+            spec |= {"params": params, "active_params": params}
+        else:
+            experts, top_k = rng.choice((32, 64)), rng.choice((4, 8))
+            first_dense = rng.choice((0, 1, 3))
+            moe_layers = layers - first_dense
+            expert = 3 * dim * round(dim * rng.uniform(0.5, 1.0) / 128) * 128
+            dense = layers * attention + first_dense * 3 * dim * ffn + moe_layers * (dim * experts + expert)
+            dense += outside  # router and one shared expert per MoE layer
+            routed = moe_layers * experts * expert
+            active = dense + moe_layers * top_k * expert
+            spec |= {"params": dense + routed, "active_params": active, "n_experts": experts, "top_k": top_k,
+                     "moe_layers": moe_layers, "expert_params": routed}  # fmt: skip
+        world = nodes * gpus
+        if not (0.15, 0.4)[kind == "moe"] <= 16 * spec["params"] / (world * gpu[0] * 1e9) <= 0.7:
+            continue
+        return {"model": spec, "cluster": cluster, "global_batch": world * rng.choice((4, 8, 16)),
+                "seq_len": rng.choice((2048, 4096, 8192)), "mfu_floor": 0.0}  # fmt: skip
+
+
+@functools.cache
+def _generated(kind: str, seed: int, verify: Any, plans: Any) -> dict:
+    """_draw's problem, redrawn until some plan of the planner's space fits, with the MFU floor set at 90% of
+    the best plan's MFU (rounded down to 0.01)."""
+    for attempt in range(100):
+        problem = _draw(kind, seed, attempt)
+        model, cluster = plans.problem_objects(problem)
+        rows = verify.frontier(model, cluster, problem["global_batch"], problem["seq_len"])
+        if rows:
+            best = dict(rows[0][2])
+            top = verify.mfu(model, cluster, best, problem["seq_len"])
+            return problem | {"mfu_floor": math.floor(90 * top) / 100}
+    raise AssertionError(f"no feasible {kind} problem for seed {seed}")  # pragma: no cover
+
+
+def generated(ref: dict, kind: str, seed: int) -> dict:
+    return _generated(kind, seed, ref["verify"], ref["plans"])
+
+
+def generated_plan(world: World, ref: dict, problem: dict) -> dict:
+    """plan(problem)'s document, well formed and with a valid plan; else a failed check saying why."""
+    [res] = world.run("rank_programs:plan_document", inputs={"function": "plan", "problem": problem})
+    doc, where = res.value, f"plan({problem['model']['name']} on {describe(problem)})"
+    assert isinstance(doc, dict) and {"plan", "answers"} <= set(doc), (
+        f"{where}: expected a mapping with keys plan and answers, got {doc!r:.200}"
+    )
+    plan, answers = doc["plan"], doc["answers"]
+    keys = set(ref["verify"].PLAN_KEYS)
+    assert isinstance(plan, dict) and set(plan) == keys, f"{where}: plan must have the keys {sorted(keys)}"
+    assert isinstance(answers, dict) and set(ref["plans"].PLAN_QUESTIONS) <= set(answers), (
+        f"{where}: answers must give {list(ref['plans'].PLAN_QUESTIONS)}"
+    )
+    model, cluster = ref["plans"].problem_objects(problem)
+    errors = ref["verify"].layout_errors(model, cluster, problem["global_batch"], plan)
+    assert not errors, f"{where}: the plan {plan} breaks exercise 21's layout rules: " + "; ".join(errors)
+    return doc
+
+
+def describe(problem: dict) -> str:
+    c, m = problem["cluster"], problem["model"]
+    return (
+        f"{c['nodes']} nodes x {c['gpus']} GPUs of {c['memory_gb']} GB, {m['n_layers']} layers, "
+        f"dim {m['dim']}, batch {problem['global_batch']} x {problem['seq_len']}"
+    )
+
+
+@per_generated("plan")
+def test_generated_plan_is_good(world: World, ref: dict, kind: str, seed: int) -> None:
+    problem = generated(ref, kind, seed)
+    plan = generated_plan(world, ref, problem)["plan"]
+    model, cluster = ref["plans"].problem_objects(problem)
+    verify, seq = ref["verify"], problem["seq_len"]
+    where = f"plan({model.name} on {describe(problem)}) chose {plan}"
+    mem = verify.memory_per_gpu(model, cluster, plan, seq)
+    assert mem["fits"], (
+        f"{where}: its busiest GPU needs {mem['total'] / 1e9:.1f} GB of {mem['limit'] / 1e9:.0f}"
+    )
+    got = verify.mfu(model, cluster, plan, seq)
+    assert got >= problem["mfu_floor"], f"{where}: MFU {got:.3f} is under the floor {problem['mfu_floor']}"
+    better = verify.dominating_plan(model, cluster, problem["global_batch"], seq, plan, MARGIN)
+    assert better is None, (
+        f"{where}: a plan of the same space is at least {MARGIN:.0%} faster ({better[0]:.2f} s) and needs no "
+        f"more memory ({better[1] / 1e9:.1f} GB): {better[2]}"
+    )
+
+
+@per_generated("overheads")
+def test_generated_reading(world: World, ref: dict, kind: str, seed: int) -> None:
+    problem = generated(ref, kind, seed)
+    doc = generated_plan(world, ref, problem)
+    model, cluster = ref["plans"].problem_objects(problem)
+    want = ref["verify"].answers(model, cluster, doc["plan"], problem["seq_len"], tuple(WORDS))
+    got, where = doc["answers"], f"plan({model.name} on {describe(problem)}) chose {doc['plan']}"
+    assert got["dominant_overhead"] in want["dominant_overhead"], (
+        f"{where}: its largest overhead is {' or '.join(sorted(want['dominant_overhead']))}, "
+        f"not {got['dominant_overhead']!r}"
+    )
+    crosses = got["crosses_network"]
+    assert isinstance(crosses, list) and sorted(set(crosses)) == want["crosses_network"], (
+        f"{where}: the groups whose traffic leaves a node are {want['crosses_network']}, not {crosses!r}"
+    )
