@@ -24,7 +24,7 @@ import functools
 from dataclasses import dataclass
 from functools import cached_property
 
-from coursekit.hardware import GB, PER_DIRECTION, load
+from coursekit.hardware import GB, load
 
 LEVELS = ("nvlink", "pcie", "network")
 
@@ -91,8 +91,8 @@ class Cluster:
 
     @cached_property
     def nvlink_gb_s(self) -> float:
-        """One GPU's NVLink bandwidth, per direction (H100: 450); 0 without NVLink."""
-        return load().gpu_nvlink_gb_s(self.gpu, PER_DIRECTION)
+        """One GPU's NVLink bandwidth, per direction (H100: 450); 0 without NVLink (hardware.yml's figure)."""
+        return load().gpus[self.gpu].nvlink_gb_s
 
     @cached_property
     def pcie_gb_s(self) -> float:

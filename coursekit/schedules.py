@@ -23,7 +23,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from coursekit.hardware import PER_DIRECTION
 from coursekit.hardware import load as load_hardware
 
 COLLECTIVES = ("allreduce", "allgather")
@@ -216,13 +215,13 @@ class Topology:
 def _h100_2x4() -> Topology:
     hw = load_hardware()
     # Bandwidths, per direction, from coursekit/hardware.yml: NVLink 4 gives an H100 450 GB/s each way through
-    # the NVSwitches (18 links x 25 GB/s; NVIDIA quotes 900 GB/s both ways); a DGX H100 has one 400 Gb/s NDR
-    # ConnectX-7 per GPU, 50 GB/s each way (ground-truth.md §7.1, §7.2).
+    # the NVSwitches (the scaling book's figure; NVIDIA quotes 900 GB/s both ways); a DGX H100 has one
+    # 400 Gb/s NDR ConnectX-7 per GPU, 50 GB/s each way (ground-truth.md §7.1, §7.2).
     # Latencies: NCCL's per-hop latency of a ring step with the Simple protocol,
     # hwLat[NVLINK|NET][RING][SIMPLE] = 3.4 us and 14.0 us in NVIDIA/nccl src/graph/tuning.cc
     # (commit b6475625; the same at 5067397c, NCCL 2.30.7, ground-truth.md §3). NCCL charges them per ring
     # step; this model charges them per message, a simplification.
-    nvlink = Link(alpha=3.4e-6, bandwidth=hw.gpu_nvlink_gb_s("h100_sxm", PER_DIRECTION) * 1e9)
+    nvlink = Link(alpha=3.4e-6, bandwidth=hw.gpus["h100_sxm"].nvlink_gb_s * 1e9)
     ndr = Link(alpha=14.0e-6, bandwidth=hw.infiniband["ndr"].gb_s * 1e9)
     return Topology(nodes=2, gpus_per_node=4, intra=nvlink, inter=ndr)
 

@@ -2,10 +2,16 @@
 
 The published figures below are the ones ground-truth.md quotes with sources (§0, §7, §8, Appendix A); they
 are typed here a second time on purpose, so that a slip in hardware.yml fails a test.
+
+The arithmetic that ties an entry's figures together (per GPU = links x per link, a switch's aggregate, a
+figure in the other convention) lives here, judge-side, and not in coursekit: converting NVLink figures
+between the conventions and summing them over links is exercise 16's part `16.bandwidth`, and coursekit
+ships to students. `test_no_bandwidth_conversion_in_coursekit` fails if such code comes back.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 from pathlib import Path
@@ -13,15 +19,61 @@ from pathlib import Path
 import pytest
 import yaml
 
+import coursekit
+from coursekit import hardware
 from coursekit.hardware import (
     BIDIRECTIONAL,
     CONVENTIONS,
     DEFAULT_PATH,
     PER_DIRECTION,
+    Catalogue,
     HardwareCatalogueError,
-    convert,
     load,
+    serving,
 )
+
+DUPLEX = {PER_DIRECTION: 1, BIDIRECTIONAL: 2}  # directions a figure of each convention counts
+AGGREGATE_GB_S = {"Tbit/s": 1000 / 8, "TB/s": 1000.0}
+
+
+def in_convention(gb_s: float, quoted: str, want: str) -> float:
+    """The judge's conversion (ground-truth.md §0.3): a figure quoted in `quoted`, in `want`."""
+    return gb_s / DUPLEX[quoted] * DUPLEX[want]
+
+
+def gpu_nvlink(hw: Catalogue, gpu: str, want: str) -> float:
+    """A GPU's NVLink bandwidth over its own links, in `want`; 0 without NVLink."""
+    g = hw.gpus[gpu]
+    if g.nvlink is None:
+        return 0.0
+    gen = hw.nvlink[g.nvlink]
+    return g.nvlink_links * in_convention(gen.per_link_gb_s, gen.convention, want)
+
+
+def port_gb_s(hw: Catalogue, switch: str, want: str = PER_DIRECTION) -> float:
+    """One port of `switch`, in `want`."""
+    s = hw.switches[switch]
+    if s.port_kind == "nvlink":
+        gen = hw.nvlink[s.port]
+        return in_convention(gen.per_link_gb_s, gen.convention, want)
+    return in_convention(hw.link_rate(s.port_kind, s.port).gb_s, PER_DIRECTION, want)
+
+
+def arithmetic_errors(hw: Catalogue) -> list[str]:
+    """Where an entry's figures disagree with each other (what the loader checked before it shipped)."""
+    errors = []
+    for k, n in hw.nvlink.items():
+        if not math.isclose(n.per_gpu_gb_s, n.links_per_gpu * n.per_link_gb_s):
+            errors.append(f"nvlink.{k}: per_gpu != links x per_link")
+    for k, g in hw.gpus.items():
+        if not math.isclose(g.nvlink_gb_s, gpu_nvlink(hw, k, PER_DIRECTION)):
+            errors.append(f"gpus.{k}.nvlink_gb_s: not links x per-link rate, per direction")
+    for k, s in hw.switches.items():
+        if s.aggregate is not None:
+            got = s.aggregate * AGGREGATE_GB_S[s.aggregate_unit]
+            if not math.isclose(got, s.radix * port_gb_s(hw, k, s.convention)):
+                errors.append(f"switches.{k}.aggregate: not radix x port rate")
+    return errors
 
 
 @pytest.fixture(scope="module")
@@ -71,27 +123,37 @@ def test_load_is_cached(hw) -> None:
 
 @pytest.mark.parametrize(
     ("gpu", "bidirectional", "per_direction"),
-    [("v100_sxm2", 300, 150), ("a100_sxm_80gb", 600, 300), ("h100_sxm", 900, 450), ("b200", 1800, 900)],
+    [
+        ("v100_sxm2", 300, 150),
+        ("a100_sxm_80gb", 600, 300),
+        ("h100_sxm", 900, 450),
+        ("h200", 900, 450),
+        ("b200", 1800, 900),
+    ],
 )
 def test_nvlink_per_gpu_in_both_conventions(hw, gpu, bidirectional, per_direction) -> None:
     # §7.1: NVIDIA quotes bidirectional (900 GB/s H100), the scaling book per direction (450 GB/s)
-    assert hw.gpu_nvlink_gb_s(gpu, BIDIRECTIONAL) == bidirectional
-    assert hw.gpu_nvlink_gb_s(gpu, PER_DIRECTION) == per_direction
+    assert gpu_nvlink(hw, gpu, BIDIRECTIONAL) == bidirectional
+    assert gpu_nvlink(hw, gpu, PER_DIRECTION) == per_direction
+    assert hw.gpus[gpu].nvlink_gb_s == per_direction  # the stored figure coursekit.cluster uses
 
 
 def test_nvlink_per_link(hw) -> None:
     # §7.1: scaling book 25 GB/s per link per direction for NVLink 3 and 4, 50 for NVLink 5; NVIDIA "18 NVLink
     # 100 GB/s connections" for B200 (bidirectional)
-    assert hw.nvlink["nvlink3"].link_gb_s(PER_DIRECTION) == 25
-    assert hw.nvlink["nvlink4"].link_gb_s(PER_DIRECTION) == 25
-    assert hw.nvlink["nvlink5"].link_gb_s(PER_DIRECTION) == 50
-    assert hw.nvlink["nvlink5"].link_gb_s(BIDIRECTIONAL) == 100
-    assert hw.nvlink["nvlink4"].gpu_gb_s(PER_DIRECTION, links=4) == 100
+    for key, quoted, one_way in (("nvlink3", 50, 25), ("nvlink4", 50, 25), ("nvlink5", 100, 50)):
+        gen = hw.nvlink[key]
+        assert (gen.per_link_gb_s, gen.convention) == (quoted, BIDIRECTIONAL)
+        assert in_convention(gen.per_link_gb_s, gen.convention, PER_DIRECTION) == one_way
+
+
+def test_figures_agree_with_each_other(hw) -> None:
+    assert arithmetic_errors(hw) == []
 
 
 def test_no_nvlink_on_4090(hw) -> None:
     assert hw.gpus["rtx4090"].nvlink is None
-    assert hw.gpu_nvlink_gb_s("rtx4090", PER_DIRECTION) == 0.0
+    assert hw.gpus["rtx4090"].nvlink_gb_s == 0.0
 
 
 def test_gpu_specs(hw) -> None:
@@ -132,10 +194,10 @@ def test_switches(hw) -> None:
     # §7.1: NVLink Switch tray 144 ports, 14.4 TB/s; 9 x 14.4 = 72 x 1.8 = 129.6 TB/s (NVL72: "130 TB/s")
     tray = hw.switches["nvlink_switch_tray"]
     assert (tray.radix, tray.aggregate, tray.aggregate_unit) == (144, 14.4, "TB/s")
-    assert math.isclose(9 * tray.aggregate, 72 * hw.gpu_nvlink_gb_s("b200", BIDIRECTIONAL) / 1000)
+    assert math.isclose(9 * tray.aggregate, 72 * gpu_nvlink(hw, "b200", BIDIRECTIONAL) / 1000)
     assert hw.switches["nvswitch_gen3"].radix == 64
-    assert hw.switch_port_gb_s("qm9700") == 50.0
-    assert hw.switch_port_gb_s("nvswitch_gen3") == 25.0
+    assert port_gb_s(hw, "qm9700") == 50.0
+    assert port_gb_s(hw, "nvswitch_gen3") == 25.0
 
 
 def test_same_headline_different_conventions(hw) -> None:
@@ -144,7 +206,7 @@ def test_same_headline_different_conventions(hw) -> None:
     qm, sn = hw.switches["qm9700"], hw.switches["sn5600"]
     assert qm.aggregate == sn.aggregate == 51.2
     assert qm.convention == BIDIRECTIONAL and sn.convention == PER_DIRECTION
-    assert hw.switch_port_gb_s("sn5600") == 2 * hw.switch_port_gb_s("qm9700")
+    assert port_gb_s(hw, "sn5600") == 2 * port_gb_s(hw, "qm9700")
 
 
 def test_nodes(hw) -> None:
@@ -152,7 +214,6 @@ def test_nodes(hw) -> None:
     dgx = hw.nodes["dgx_h100"]
     assert (dgx.gpus, dgx.nvswitch_chips, dgx.nics, dgx.nic, dgx.nvlink_domain_gpus) == (8, 4, 8, "ndr", 8)
     assert hw.node_egress_gb_s("dgx_h100") == 400
-    assert hw.node_egress_gb_s("dgx_h100", BIDIRECTIONAL) == 800
     # NVL72: 72 GPUs in one NVLink domain, 9x an 8-GPU box; rack egress 4 x 18 x 400 / 8 = 3.6 TB/s
     nvl = hw.nodes["gb200_nvl72"]
     assert nvl.nvlink_domain_gpus == 72 == 9 * dgx.nvlink_domain_gpus
@@ -164,12 +225,67 @@ def test_nodes(hw) -> None:
         assert (box.gpus, box.nvlink_domain_gpus, box.gpu_p2p, box.pcie) == (n, 1, False, "gen4")
 
 
-def test_convert() -> None:
-    assert convert(900, BIDIRECTIONAL, PER_DIRECTION) == 450
-    assert convert(450, PER_DIRECTION, BIDIRECTIONAL) == 900
-    assert convert(7, PER_DIRECTION, PER_DIRECTION) == 7
-    with pytest.raises(ValueError, match="unidirectional"):
-        convert(1, "unidirectional", PER_DIRECTION)
+# ------------------------------------------------------------------------------------------------------------
+# exercise 16's answer stays out of coursekit (issue 18: coursekit ships in the student release)
+
+REMOVED = {
+    hardware: ("convert",),
+    hardware.NVLinkGeneration: ("link_gb_s", "gpu_gb_s"),
+    Catalogue: ("gpu_nvlink_gb_s", "switch_port_gb_s"),
+}
+
+
+def test_no_bandwidth_conversion_in_coursekit() -> None:
+    """No coursekit code converts a bandwidth between the conventions or takes a convention to convert to.
+
+    The helpers that did (`convert`, `NVLinkGeneration.link_gb_s` / `gpu_gb_s`, `Catalogue.gpu_nvlink_gb_s`)
+    computed exactly what 16's `to_convention` and `nvlink_gpu_gb_s` ask for. Code that needs a per-direction
+    NVLink figure reads `gpus[...].nvlink_gb_s`, a published figure checked above.
+    """
+    for owner, names in REMOVED.items():
+        for name in names:
+            assert not hasattr(owner, name), f"{owner.__name__}.{name} is back: it is exercise 16's answer"
+    constants = {"BIDIRECTIONAL", "PER_DIRECTION", BIDIRECTIONAL, PER_DIRECTION}
+    for path in sorted(Path(coursekit.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        defined = {  # the module-level definitions in hardware.py: PER_DIRECTION = ..., CONVENTIONS = (...)
+            id(n)
+            for stmt in tree.body
+            if isinstance(stmt, ast.Assign) and path.name == "hardware.py"
+            for n in ast.walk(stmt)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.arg):
+                assert node.arg != "convention", (
+                    f"{path.name}:{node.lineno}: a function takes a bandwidth convention ({node.arg})"
+                )
+            used = (isinstance(node, ast.Name) and node.id in constants) or (
+                isinstance(node, ast.Constant) and node.value in constants
+            )
+            assert not used or id(node) in defined, (
+                f"{path.name}:{node.lineno}: coursekit uses a bandwidth convention; converting is 16's answer"
+            )
+
+
+def test_a_catalogue_extended_with_unseen_hardware_is_served(hw) -> None:
+    # how 16's judge shows a submission NVLink it has not seen (exercises/16_nvlink/rank_programs.py)
+    gpu = dataclasses.asdict(hw.gpus["h100_sxm"]) | {"nvlink": "nvlink_x", "nvlink_links": 7}
+    gpu["nvlink_gb_s"] = 70
+    del gpu["key"]
+    gpu["unverified"] = list(gpu["unverified"])
+    gen = {"generation": 9, "first_gpu": "gpu_x", "links_per_gpu": 7, "per_link_gb_s": 10,
+           "per_gpu_gb_s": 70, "convention": PER_DIRECTION, "source": "made up by the judge"}  # fmt: skip
+    bigger = hw.extended({"gpus": {"gpu_x": gpu}, "nvlink": {"nvlink_x": gen}}, "judge")
+    assert bigger.nvlink["nvlink_x"].per_link_gb_s == 10 and set(hw.nvlink) < set(bigger.nvlink)
+    assert "nvlink_x" not in hw.nvlink
+    assert arithmetic_errors(bigger) == []
+    with serving(bigger):
+        assert load() is bigger
+    assert load() is hw
+    with pytest.raises(HardwareCatalogueError, match="already in the catalogue"):
+        hw.extended({"nvlink": {"nvlink4": gen}})
+    with pytest.raises(HardwareCatalogueError, match=r"judge: nvlink\.nvlink_y: disagrees with gpus\.gpu_x"):
+        hw.extended({"gpus": {"gpu_x": gpu}, "nvlink": {"nvlink_x": gen, "nvlink_y": gen}}, "judge")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -218,16 +334,32 @@ def test_unknown_convention(tmp_path: Path) -> None:
     assert "infiniband.ndr.convention" in error_of(tmp_path, raw)
 
 
+def errors_of_copy(tmp_path: Path, raw: dict) -> list[str]:
+    path = tmp_path / "hw.yml"
+    path.write_text(yaml.safe_dump(raw))
+    return arithmetic_errors(load(path))
+
+
 def test_nvlink_arithmetic_is_checked(tmp_path: Path) -> None:
     raw = raw_catalogue()
     raw["nvlink"]["nvlink4"]["per_gpu_gb_s"] = 450  # a per-direction figure under `convention: bidirectional`
-    assert "nvlink.nvlink4: per_gpu != links x per_link" in error_of(tmp_path, raw)
+    raw["gpus"]["b200"]["nvlink_gb_s"] = 1800  # NVIDIA's headline where the per-direction figure belongs
+    assert errors_of_copy(tmp_path, raw) == [
+        "nvlink.nvlink4: per_gpu != links x per_link",
+        "gpus.b200.nvlink_gb_s: not links x per-link rate, per direction",
+    ]
 
 
 def test_switch_aggregate_is_checked(tmp_path: Path) -> None:
     raw = raw_catalogue()
     raw["switches"]["qm9700"]["convention"] = PER_DIRECTION  # 64 x 400 Gb/s one way is 25.6, not 51.2
-    assert "switches.qm9700.aggregate" in error_of(tmp_path, raw)
+    assert errors_of_copy(tmp_path, raw) == ["switches.qm9700.aggregate: not radix x port rate"]
+
+
+def test_nvlink_figure_needs_nvlink(tmp_path: Path) -> None:
+    raw = raw_catalogue()
+    raw["gpus"]["rtx4090"]["nvlink_gb_s"] = 32
+    assert "gpus.rtx4090: nvlink_links and nvlink_gb_s must be 0" in error_of(tmp_path, raw)
 
 
 def test_dangling_reference(tmp_path: Path) -> None:

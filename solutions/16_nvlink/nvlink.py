@@ -35,7 +35,8 @@ def to_convention(gb_s: float, quoted: str, want: str) -> float:
 def nvlink_gpu_gb_s(generation: str, want: str, links: int | None = None) -> float:
     """NVLink bandwidth of one GPU in convention `want`, over `links` links of `generation` (a key of the
     catalogue's `nvlink` table, e.g. "nvlink4"); links=None means the generation's full links_per_gpu.
-    Read the figures from `load().nvlink[generation]`: per_link_gb_s is quoted in its `convention`."""
+    Read the figures from `load().nvlink[generation]` each time you are called (the judge adds generations you
+    have not seen to the catalogue): per_link_gb_s is quoted in its `convention`."""
     ### BEGIN SOLUTION 16.bandwidth
     gen = load().nvlink[generation]
     n = gen.links_per_gpu if links is None else links  # H100: 18 links

@@ -11,6 +11,10 @@ Expected values come from the reference, and where one was published, from the p
 catalogue coursekit/hardware.yml holds the hardware figures with their sources). Beside the catalogue's named
 machines, every concept is also checked on clusters drawn here from fixed seeds (domain sizes and counts, link
 counts, rates, world sizes, TP degrees, head counts), so code that only knows the shipped examples loses it.
+For 16.bandwidth the judge also makes up NVLink generations (per-link figure, link count and convention drawn
+from seeds) and adds them to the catalogue the submission reads (exercises/16_nvlink/rank_programs.py), so
+neither a table of the published figures nor the catalogue's per-direction `nvlink_gb_s` passes. coursekit
+itself holds no conversion (tests/test_coursekit_hardware.py).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from coursekit.hardware import BIDIRECTIONAL, PER_DIRECTION, load
+from coursekit.hardware import BIDIRECTIONAL, PER_DIRECTION, load, serving
 from grader.harness import World
 
 GB = 1e9
@@ -43,6 +47,53 @@ def call(world: World, function: str, *args: Any) -> Any:
     """`nvlink.function(*args)` on the one rank of this world."""
     [res] = world.call("nvlink", function, args=[args])
     return res.returned
+
+
+def made_up_generations(seed: int, n: int = 4) -> dict[str, dict[str, dict]]:
+    """`n` NVLink generations no datasheet has, each with the GPU that introduced it, as hardware.yml
+    entries: per-link figures, link counts and conventions drawn from `seed`."""
+    r, added = rng(seed), {"gpus": {}, "nvlink": {}}
+    for i in range(n):
+        key, gpu = f"nvlink_j{seed}_{i}", f"gpu_j{seed}_{i}"
+        links, per_link = r.randint(2, 40), round(r.uniform(4.0, 400.0), 2)
+        convention = (PER_DIRECTION, BIDIRECTIONAL)[i % 2] if i < 2 else r.choice(CONVENTIONS)
+        one_way = per_link / 2 if convention == BIDIRECTIONAL else per_link
+        added["nvlink"][key] = {
+            "generation": 6 + i,
+            "first_gpu": gpu,
+            "links_per_gpu": links,
+            "per_link_gb_s": per_link,
+            "per_gpu_gb_s": links * per_link,
+            "convention": convention,
+            "source": "made up by the judge",
+        }
+        added["gpus"][gpu] = {
+            "name": f"judge GPU {seed}.{i}",
+            "memory_gb": 96,
+            "memory_type": "HBM3",
+            "memory_bandwidth_gb_s": 4000,
+            "bf16_dense_tflops": 1000,
+            "fp16_dense_tflops": 1000,
+            "nvlink": key,
+            "nvlink_links": links,
+            "nvlink_gb_s": links * one_way,
+            "pcie": "gen5",
+            "source": "made up by the judge",
+        }
+    return added
+
+
+def check_unseen(world: World, reference, added: dict, calls: list[list], rel: float = 1e-9) -> None:
+    """Each `[function, *args]` of `calls` on the submission and the reference, with `added` in load()."""
+    [res] = world.run("rank_programs:call_unseen", inputs={"added": added, "calls": calls})
+    ref = reference("nvlink")
+    with serving(load().extended(added, origin="judge")):
+        expected = [getattr(ref, function)(*args) for function, *args in calls]
+    gens = added["nvlink"]
+    for (function, *args), got, want in zip(calls, res.value, expected, strict=True):
+        gen = next(gens[a] for a in args if isinstance(a, str) and a in gens)
+        seen = f"per link {gen['per_link_gb_s']} GB/s {gen['convention']}, {gen['links_per_gpu']} links"
+        check(got, want, what=f"{function}{tuple(args)} on a made-up generation ({seen})", rel=rel)
 
 
 def number(value: Any, what: str) -> float:
@@ -99,17 +150,48 @@ class TestBandwidth:
         got_one = call(world, "nvlink_gpu_gb_s", generation, PER_DIRECTION)
         check(got_one, bidirectional / 2, what=f"nvlink_gpu_gb_s({generation!r}, 'per-direction')")
 
+    @pytest.mark.concept("per_direction")
+    def test_drawn_conversions(self, world: World) -> None:
+        r = rng(4)
+        for _ in range(6):
+            value, quoted, want = round(log_uniform(r, 0.5, 5e4), 3), *r.sample(CONVENTIONS * 2, 2)
+            factor = 1 if quoted == want else (2 if want == BIDIRECTIONAL else 0.5)
+            check(
+                call(world, "to_convention", value, quoted, want),
+                value * factor,
+                what=f"to_convention({value}, {quoted!r}, {want!r})",
+            )
+
+    @pytest.mark.concept("per_direction")
+    def test_made_up_generations(self, world: World, reference) -> None:
+        added = made_up_generations(5)
+        calls = [["nvlink_gpu_gb_s", key, want] for key in added["nvlink"] for want in CONVENTIONS]
+        check_unseen(world, reference, added, calls)
+
     @pytest.mark.concept("link_count")
     def test_per_link_counts(self, world: World) -> None:
         hw = load()
         for generation, gen in hw.nvlink.items():
             for links in (1, 2, 5, gen.links_per_gpu):
                 for want in CONVENTIONS:
+                    # NVIDIA quotes NVLink bidirectional; one direction is half (ground-truth.md §0.3, §7.1)
+                    one_way = gen.per_link_gb_s / (2 if gen.convention == BIDIRECTIONAL else 1)
+                    expected = links * one_way * (2 if want == BIDIRECTIONAL else 1)
                     check(
                         call(world, "nvlink_gpu_gb_s", generation, want, links),
-                        gen.gpu_gb_s(want, links),
+                        expected,
                         what=f"nvlink_gpu_gb_s({generation!r}, {want!r}, links={links})",
                     )
+
+    @pytest.mark.concept("link_count")
+    def test_made_up_link_counts(self, world: World, reference) -> None:
+        added, r = made_up_generations(6), rng(6)
+        calls = [
+            ["nvlink_gpu_gb_s", key, r.choice(CONVENTIONS), r.randint(1, gen["links_per_gpu"])]
+            for key, gen in added["nvlink"].items()
+            for _ in range(2)
+        ]
+        check_unseen(world, reference, added, calls)
 
     @pytest.mark.concept("link_count")
     def test_one_link_per_direction(self, world: World) -> None:
@@ -156,6 +238,16 @@ class TestBandwidth:
                 ref.p2p_time_s(nbytes, generation, links),
                 what=f"p2p_time_s({nbytes}, {generation!r}, links={links})",
             )
+
+    @pytest.mark.concept("copy_one_direction")
+    def test_made_up_copies(self, world: World, reference) -> None:
+        added, r = made_up_generations(7), rng(7)
+        calls = [
+            ["p2p_time_s", round(log_uniform(r, 1e3, 1e11)), key, links]
+            for key, gen in added["nvlink"].items()
+            for links in (None, r.randint(1, gen["links_per_gpu"]))
+        ]
+        check_unseen(world, reference, added, calls)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -163,7 +163,8 @@ def nvlink_to_network_ratio(node: str) -> float:
     hw = load()
     gpu = hw.gpus[hw.nodes[node].gpu]
     gen = hw.nvlink[gpu.nvlink]
-    nvlink = gpu.nvlink_links * gen.link_gb_s(PER_DIRECTION)  # 450 for H100: NVIDIA's 900 is both ways
+    # 450 for H100: NVIDIA's 900 is both ways
+    nvlink = gpu.nvlink_links * gen.per_link_gb_s / (1 if gen.convention == PER_DIRECTION else 2)
     return nvlink / per_gpu_injection_gb_s(node)  # DGX H100: 450 / 50 = 9
     ### END SOLUTION
 

@@ -99,7 +99,8 @@ def per_gpu_injection_gb_s(node: str) -> float:
 def nvlink_to_network_ratio(node: str) -> float:
     hw = load()
     gpu = hw.gpus[hw.nodes[node].gpu]
-    per_link = hw.nvlink[gpu.nvlink].link_gb_s(PER_DIRECTION)
+    gen = hw.nvlink[gpu.nvlink]
+    per_link = gen.per_link_gb_s if gen.convention == PER_DIRECTION else gen.per_link_gb_s / 2
     return gpu.nvlink_links * per_link / per_gpu_injection_gb_s(node)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from coursekit.hardware import PER_DIRECTION, load
+from coursekit.hardware import load
 
 GB = 10**9  # bytes in a decimal gigabyte
 BITS_PER_BYTE = 8
@@ -87,13 +87,13 @@ def ring_spine_crossings(ring: list[list[int]], gpus_per_node: int, k: int, pxn:
 def per_gpu_injection_gb_s(node: str) -> float:
     """Node egress shared by its GPUs."""
     hw = load()
-    return hw.node_egress_gb_s(node, PER_DIRECTION) / hw.nodes[node].gpus
+    return hw.node_egress_gb_s(node) / hw.nodes[node].gpus
 
 
 def nvlink_to_network_ratio(node: str) -> float:
     """NVLink per GPU over fabric per GPU."""
     hw = load()
-    return hw.gpu_nvlink_gb_s(hw.nodes[node].gpu, PER_DIRECTION) / per_gpu_injection_gb_s(node)
+    return hw.gpus[hw.nodes[node].gpu].nvlink_gb_s / per_gpu_injection_gb_s(node)
 
 
 def nics_for_target(gpus: int, per_gpu_gb_s: float, nic_gbit_s: float) -> int:

@@ -1,22 +1,26 @@
-"""NVLink and NVSwitch, written with the catalogue's own helpers (alternative-correct case)."""
+"""NVLink and NVSwitch, reading the catalogue's per-direction GPU figure (alternative-correct case)."""
 
 from __future__ import annotations
 
 import math
 
-from coursekit.hardware import BIDIRECTIONAL, PER_DIRECTION, convert, load
+from coursekit.hardware import PER_DIRECTION, load
 
 GB = 10**9  # bytes in a decimal gigabyte
 
 
 def to_convention(gb_s: float, quoted: str, want: str) -> float:
     """A bandwidth `gb_s` quoted in convention `quoted`, expressed in convention `want`."""
-    return convert(gb_s, quoted, want)
+    if quoted == want:
+        return gb_s
+    return gb_s * 2 if quoted == PER_DIRECTION else gb_s / 2
 
 
 def nvlink_gpu_gb_s(generation: str, want: str, links: int | None = None) -> float:
     """NVLink bandwidth of one GPU in convention `want`, over `links` links of `generation`."""
-    return load().nvlink[generation].gpu_gb_s(want, links)
+    gen = load().nvlink[generation]
+    one_link = to_convention(gen.per_link_gb_s, gen.convention, want)
+    return one_link * (gen.links_per_gpu if links is None else links)
 
 
 def p2p_time_s(nbytes: float, generation: str, links: int | None = None) -> float:
@@ -41,7 +45,7 @@ def domain_allreduce_time_s(nbytes: float, node: str) -> float:
     """Ring all-reduce over the whole NVLink domain of `node`."""
     hw = load()
     n = hw.nodes[node]
-    return ring_allreduce_time_s(nbytes, n.nvlink_domain_gpus, hw.gpu_nvlink_gb_s(n.gpu, PER_DIRECTION))
+    return ring_allreduce_time_s(nbytes, n.nvlink_domain_gpus, hw.gpus[n.gpu].nvlink_gb_s)
 
 
 def two_level_allreduce_time_s(
@@ -57,14 +61,14 @@ def two_level_allreduce_time_s(
 
 def bisection_gb_s(n_gpus: int, gpu_gb_s: float, want: str) -> float:
     """What crosses a cut into two halves, in `want`."""
-    return convert(n_gpus / 2 * gpu_gb_s, PER_DIRECTION, want)
+    return to_convention(n_gpus / 2 * gpu_gb_s, PER_DIRECTION, want)
 
 
 def domain_bisection_gb_s(node: str, want: str) -> float:
     """Bisection bandwidth of the NVLink domain of `node`."""
     hw = load()
     n = hw.nodes[node]
-    return bisection_gb_s(n.nvlink_domain_gpus, hw.gpu_nvlink_gb_s(n.gpu, PER_DIRECTION), want)
+    return bisection_gb_s(n.nvlink_domain_gpus, hw.gpus[n.gpu].nvlink_gb_s, want)
 
 
 def tp_fits(tp: int, domain_gpus: int) -> bool:
@@ -95,6 +99,3 @@ def tp_layer_comm_time_s(
     """Four ring all-reduces of the activations per layer, forward and backward."""
     bw = nvlink_gb_s if tp_fits(tp, domain_gpus) else nic_gb_s
     return 4 * ring_allreduce_time_s(seq * batch * hidden * bytes_per_elem, tp, bw)
-
-
-_ = BIDIRECTIONAL
