@@ -10,9 +10,15 @@ Each function has torch.distributed's signature and in-place semantics (sum is t
 
 Background: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
 IJHPCA 19(1), 2005. Check: `grade exercise 01`.
-Notation: p = world size, r = my rank, n = tensor.numel(). Tensors may have any shape; each message carries
-one whole tensor (or one whole block of a list). `group` is None (the default group) or the whole world,
-so a rank in `group` is also the global rank that dist.send/dist.recv address.
+Notation: p = the size of `group`, r = my rank in `group`, n = tensor.numel(). Tensors may have any shape;
+each message carries one whole tensor (or one whole block of a list).
+
+`group` is None (the default group: the whole world) or any process group this rank belongs to, made by
+dist.new_group: a sub-group of the world, whose members may be any ranks (not necessarily 0, 1, ...,
+nor contiguous). Every rank number in these contracts (`src`, `dst`, "rank j", the slots of the lists) is a
+rank in `group`: group rank j is the j-th member in group order. dist.send/dist.recv address global ranks
+(dist.get_global_rank, dist.get_group_rank translate; README, "Process groups"). Only members call these
+functions; ranks outside `group` take no part, and no message may go to them.
 
 gloo's send blocks until the peer posts the matching recv (README, "Messages, and why they deadlock").
 """

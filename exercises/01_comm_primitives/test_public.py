@@ -2,7 +2,8 @@
 
 Run them with `grade exercise 01`. Each test builds per-rank inputs here, calls your function on every rank,
 and compares what each rank holds afterwards with what torch.distributed's own collective gives. The hidden
-suite checks more: other roots, dtypes and shapes, uneven sizes, and the number of messages and rounds.
+suite checks more: other roots, dtypes and shapes, uneven sizes, sub-groups of the world, and the number of
+messages and rounds.
 """
 
 import pytest

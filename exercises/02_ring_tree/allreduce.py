@@ -5,7 +5,13 @@ recursive_doubling_allreduce   Thakur, Rabenseifner & Gropp 2005: log2 rounds of
 binary_tree / tree_allreduce   a binary tree: reduce up, broadcast down, pipelined in pieces (NCCL's tree).
 lower_bounds / bound_ratios    the latency and bandwidth lower bounds; how far each algorithm is from them.
 Check: `grade exercise 02`.
-Shapes: N = tensor.numel(), p = world size, r = this rank's rank in `group`.
+Shapes: N = tensor.numel(), p = the size of `group`, r = this rank's rank in `group`.
+
+`group` is None (the default group: the whole world) or any process group this rank belongs to, made by
+dist.new_group: a sub-group whose members may be any ranks (not necessarily 0, 1, ..., nor adjacent). Ring
+neighbours, partners and tree ranks are group ranks 0..p-1; dist.send/dist.recv address global ranks, which
+`_global` gives (dist.get_global_rank; dist.get_group_rank goes back). Only members call these functions,
+and no message may go to a rank outside `group`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Run them with `grade exercise 02`. Each test gives every rank its own integer tensor, calls your function on
 every rank, and compares what each rank holds afterwards with the elementwise sum, exactly. The hidden suite
-checks more: N smaller than p, other dtypes and shapes, world sizes you have not seen, the bytes and
-partners of every message, the shape of your tree and its pipeline, and every number of lower_bounds.
+checks more: N smaller than p, other dtypes and shapes, world sizes you have not seen, sub-groups, the bytes
+and partners of every message, the shape of your tree and its pipeline, and every number of lower_bounds.
 """
 
 import pytest

@@ -10,9 +10,15 @@ Each function has torch.distributed's signature and in-place semantics (sum is t
 
 Background: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
 IJHPCA 19(1), 2005. Check: `grade exercise 01`.
-Notation: p = world size, r = my rank, n = tensor.numel(). Tensors may have any shape; each message carries
-one whole tensor (or one whole block of a list). `group` is None (the default group) or the whole world,
-so a rank in `group` is also the global rank that dist.send/dist.recv address.
+Notation: p = the size of `group`, r = my rank in `group`, n = tensor.numel(). Tensors may have any shape;
+each message carries one whole tensor (or one whole block of a list).
+
+`group` is None (the default group: the whole world) or any process group this rank belongs to, made by
+dist.new_group: a sub-group of the world, whose members may be any ranks (not necessarily 0, 1, ...,
+nor contiguous). Every rank number in these contracts (`src`, `dst`, "rank j", the slots of the lists) is a
+rank in `group`: group rank j is the j-th member in group order. dist.send/dist.recv address global ranks
+(dist.get_global_rank, dist.get_group_rank translate; README, "Process groups"). Only members call these
+functions; ranks outside `group` take no part, and no message may go to them.
 
 gloo's send blocks until the peer posts the matching recv (README, "Messages, and why they deadlock").
 """
@@ -31,6 +37,7 @@ def broadcast(tensor: torch.Tensor, src: int, group=None) -> None:
     """
     ### BEGIN SOLUTION 01.broadcast
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    ranks = dist.get_process_group_ranks(group)  # ranks[j]: global rank of group rank j (None: the world)
     vrank = (rank - src) % world_size  # rank relative to the root: the root is vrank 0
     # Round k: the 2^k ranks vrank < 2^k hold the data and each sends it 2^k places on, so the holders
     # double every round. ceil, not floor: with p = 3, one round reaches only 2 ranks.
@@ -39,10 +46,10 @@ def broadcast(tensor: torch.Tensor, src: int, group=None) -> None:
         mask = 1 << k
         if vrank < mask and vrank + mask < world_size:
             # I hold the data: my child this round is mask places on (if that rank exists).
-            dist.send(tensor, (vrank + mask + src) % world_size, group=group)
+            dist.send(tensor, ranks[(vrank + mask + src) % world_size], group=group)
         elif mask <= vrank < 2 * mask:
             # My round: my parent is mask places back. Receive straight into the caller's tensor.
-            dist.recv(tensor, (vrank - mask + src) % world_size, group=group)
+            dist.recv(tensor, ranks[(vrank - mask + src) % world_size], group=group)
     ### END SOLUTION
 
 
@@ -55,6 +62,7 @@ def reduce(tensor: torch.Tensor, dst: int, group=None) -> None:
     """
     ### BEGIN SOLUTION 01.reduce
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    ranks = dist.get_process_group_ranks(group)  # group rank -> global rank, which send/recv address
     vrank = (rank - dst) % world_size  # the root of the tree is dst
     acc = tensor.clone()  # partial sum of my subtree; a copy, so the caller's tensor stays untouched
     buf = torch.empty_like(tensor)  # one child's partial sum, same shape as tensor
@@ -65,10 +73,10 @@ def reduce(tensor: torch.Tensor, dst: int, group=None) -> None:
         mask = 1 << k
         if mask <= vrank < 2 * mask:
             # My whole subtree is summed in acc: hand it to my parent. I take no further part.
-            dist.send(acc, (vrank - mask + dst) % world_size, group=group)
+            dist.send(acc, ranks[(vrank - mask + dst) % world_size], group=group)
         elif vrank < mask and vrank + mask < world_size:
             # My child's subtree arrives and joins mine.
-            dist.recv(buf, (vrank + mask + dst) % world_size, group=group)
+            dist.recv(buf, ranks[(vrank + mask + dst) % world_size], group=group)
             acc += buf
     if rank == dst:
         tensor.copy_(acc)  # write into the caller's tensor, not a new one
@@ -83,13 +91,14 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group=None
     """
     ### BEGIN SOLUTION 01.all_gather
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    ranks = dist.get_process_group_ranks(group)  # slots and rounds count in group ranks; messages need global
     tensor_list[rank].copy_(tensor)  # my own slot needs no message
     # Round k pairs me with two ranks: I send to r+k and receive from r-k. Over p-1 rounds everyone sends
     # its tensor to everyone else exactly once. The slot shapes (which may differ) come from tensor_list.
     for k in range(1, world_size):
         send_to, recv_from = (rank + k) % world_size, (rank - k) % world_size
-        req = dist.isend(tensor, send_to, group=group)  # post first: r+k is itself blocked receiving
-        dist.recv(tensor_list[recv_from], recv_from, group=group)
+        req = dist.isend(tensor, ranks[send_to], group=group)  # post first: r+k is itself blocked receiving
+        dist.recv(tensor_list[recv_from], ranks[recv_from], group=group)
         req.wait()  # tensor must not change before the send is done
     ### END SOLUTION
 
@@ -103,14 +112,15 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], group=N
     """
     ### BEGIN SOLUTION 01.reduce_scatter
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    ranks = dist.get_process_group_ranks(group)  # group rank -> global rank
     # input_list[j]: my contribution to rank j's output, same shape as rank j's output.
     output.copy_(input_list[rank])  # my own contribution to my own block
     buf = torch.empty_like(output)  # one other rank's contribution to my block
     for k in range(1, world_size):
         send_to, recv_from = (rank + k) % world_size, (rank - k) % world_size
         # The all_to_all exchange, with a sum on arrival instead of a copy.
-        req = dist.isend(input_list[send_to], send_to, group=group)
-        dist.recv(buf, recv_from, group=group)
+        req = dist.isend(input_list[send_to], ranks[send_to], group=group)
+        dist.recv(buf, ranks[recv_from], group=group)
         req.wait()
         output += buf
     ### END SOLUTION
@@ -126,14 +136,16 @@ def all_to_all(
     """
     ### BEGIN SOLUTION 01.all_to_all
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    ranks = dist.get_process_group_ranks(group)  # group rank -> global rank
     # input_tensor_list[j] goes to rank j; output_tensor_list[j] comes from rank j (sizes may differ per j).
     output_tensor_list[rank].copy_(input_tensor_list[rank])  # the block I send myself is a local copy
     # Round k: send to r+k, receive from r-k. In every round each rank sends one message and receives one,
     # so no rank idles and no link carries two messages at once.
     for k in range(1, world_size):
         send_to, recv_from = (rank + k) % world_size, (rank - k) % world_size
-        req = dist.isend(input_tensor_list[send_to], send_to, group=group)  # post first: gloo's send blocks
-        dist.recv(output_tensor_list[recv_from], recv_from, group=group)  # r-k sends me its block for r
+        # post the send first: gloo's send blocks. r-k sends me its block for r.
+        req = dist.isend(input_tensor_list[send_to], ranks[send_to], group=group)
+        dist.recv(output_tensor_list[recv_from], ranks[recv_from], group=group)
         req.wait()
     ### END SOLUTION
 

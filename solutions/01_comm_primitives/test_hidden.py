@@ -650,3 +650,170 @@ def test_all_to_all_seeded_splits(world: World) -> None:
     p = world.size
     sizes = torch.randint(0, 5, (p, p), generator=drawn(p, 5)).tolist()  # some blocks empty
     check_all_to_all(world, a2a_inputs(sizes, torch.int64, seed=11), what=f" (splits {sizes})")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sub-groups: `group` is any process group holding this rank, drawn here from seeds. Members need not be
+# 0..k-1 nor adjacent, roots and slots are group ranks, and ranks outside the group take no part. The rank
+# program (exercises/01_comm_primitives/rank_programs.py) makes the groups and calls the function.
+
+
+def subgroup_splits(p: int) -> list[list[list[int]]]:
+    """Two ways to cut p ranks into groups, drawn from a seed: (1) one group of 4 ranks, without rank 0 and
+    not all adjacent, the other ranks idle; (2) a group of 3 ranks, not all adjacent, and a group of the other
+    p - 3, both at the same time. The same for every part: the rank program makes each group once per world
+    (making a group is slow: it connects every pair of its members)."""
+    g = drawn(p, 100)
+    while True:
+        one = sorted((torch.randperm(p - 1, generator=g)[:4] + 1).tolist())
+        if one[-1] - one[0] > 3:
+            break
+    while True:
+        three = sorted(torch.randperm(p, generator=g)[:3].tolist())
+        if three[-1] - three[0] > 2:
+            break
+    return [[one], [three, sorted(set(range(p)) - set(three))]]
+
+
+def run_in_subgroups(world: World, function: str, split: list[list[int]], make) -> list[tuple]:
+    """Run `function` on every group of `split` at once. make(k, gi) gives group gi (k members) its args, one
+    tuple per group rank. Returns per group: (members, the args made, each member's args after the call)."""
+    p = world.size
+    made = [make(len(members), gi) for gi, members in enumerate(split)]
+    args: list = [None] * p
+    for members, group_args in zip(split, made, strict=True):
+        for j, rank in enumerate(members):
+            args[rank] = list(group_args[j])
+    inputs = [{"function": function, "split": split, "args": args[r]} for r in range(p)]
+    results = world.run("rank_programs:in_group", inputs=inputs, forbid=FORBID)
+    grouped = {rank for members in split for rank in members}
+    for res in results:
+        if res.rank not in grouped:
+            assert not res.comm.events, (
+                f"rank {res.rank}/{p} is in none of the groups {split}, yet it sent or received during "
+                f"{function}: ranks outside `group` take no part"
+            )
+        else:
+            assert res.comm.events, (
+                f"rank {res.rank}/{p} (in a group of {split}) made no send/recv: every member takes part"
+            )
+    return [(members, made[gi], [results[r].value for r in members]) for gi, members in enumerate(split)]
+
+
+def where(members: list[int], j: int, p: int) -> str:
+    return f"group rank {j} (global rank {members[j]} of {p}) in group {members}"
+
+
+def group_roots(split: list[list[int]], p: int, salt: int) -> list[int]:
+    """Per group, a root drawn from a seed: a group rank, never 0, so it differs from its global rank."""
+    g = drawn(p, 200 + salt)
+    return [int(torch.randint(1, len(members), (1,), generator=g)) for members in split]
+
+
+@pytest.mark.part("01.broadcast")
+@pytest.mark.concept("bcast_subgroup")
+@pytest.mark.parametrize("world", [6, 8], indirect=True)
+def test_broadcast_in_subgroups(world: World) -> None:
+    p = world.size
+    for si, split in enumerate(subgroup_splits(p)):
+        srcs = group_roots(split, p, si)
+
+        def make(k: int, gi: int, srcs: list[int] = srcs) -> list[tuple]:
+            return [(rand((5,), torch.int64, seed=30 * gi + j), srcs[gi]) for j in range(k)]
+
+        for gi, (members, made, after) in enumerate(run_in_subgroups(world, "broadcast", split, make)):
+            for j, got in enumerate(after):
+                assert_equal(
+                    got[0], made[srcs[gi]][0], what=f"{where(members, j, p)}: broadcast from src={srcs[gi]}"
+                )
+
+
+@pytest.mark.part("01.reduce")
+@pytest.mark.concept("reduce_subgroup")
+@pytest.mark.parametrize("world", [6, 8], indirect=True)
+def test_reduce_in_subgroups(world: World) -> None:
+    p = world.size
+    for si, split in enumerate(subgroup_splits(p)):
+        dsts = group_roots(split, p, 10 + si)
+
+        def make(k: int, gi: int, dsts: list[int] = dsts) -> list[tuple]:
+            return [(rand((4,), torch.int64, seed=40 * gi + j), dsts[gi]) for j in range(k)]
+
+        for gi, (members, made, after) in enumerate(run_in_subgroups(world, "reduce", split, make)):
+            dst = dsts[gi]
+            assert_equal(
+                after[dst][0], total([a[0] for a in made]), what=f"{where(members, dst, p)}: sum on dst={dst}"
+            )
+            for j, got in enumerate(after):
+                if j != dst:
+                    assert_equal(got[0], made[j][0], what=f"{where(members, j, p)} (not dst: unchanged)")
+
+
+@pytest.mark.part("01.all_gather")
+@pytest.mark.concept("gather_subgroup")
+@pytest.mark.parametrize("world", [6, 8], indirect=True)
+def test_all_gather_in_subgroups(world: World) -> None:
+    p = world.size
+    for split in subgroup_splits(p):
+
+        def make(k: int, gi: int) -> list[tuple]:
+            inputs = [rand((j % 3 + 1,), torch.int64, seed=50 * gi + j) for j in range(k)]
+            return [([torch.full_like(x, -7) for x in inputs], inputs[j]) for j in range(k)]
+
+        for members, made, after in run_in_subgroups(world, "all_gather", split, make):
+            for j, got in enumerate(after):
+                for i in range(len(members)):
+                    assert_equal(got[0][i], made[i][1], what=f"{where(members, j, p)}: tensor_list[{i}]")
+
+
+@pytest.mark.part("01.reduce_scatter")
+@pytest.mark.concept("rs_subgroup")
+@pytest.mark.parametrize("world", [6, 8], indirect=True)
+def test_reduce_scatter_in_subgroups(world: World) -> None:
+    p = world.size
+    for split in subgroup_splits(p):
+
+        def make(k: int, gi: int) -> list[tuple]:
+            blocks = scatter_inputs([(i % 2 + 2,) for i in range(k)], torch.int64, seed=60 * gi)
+            return [(torch.full_like(blocks[0][j], 99), blocks[j]) for j in range(k)]
+
+        for members, made, after in run_in_subgroups(world, "reduce_scatter", split, make):
+            for j, got in enumerate(after):
+                expected = total([made[i][1][j] for i in range(len(members))])
+                assert_equal(got[0], expected, what=f"{where(members, j, p)}: output")
+
+
+@pytest.mark.part("01.all_to_all")
+@pytest.mark.concept("a2a_subgroup")
+@pytest.mark.parametrize("world", [6, 8], indirect=True)
+def test_all_to_all_in_subgroups(world: World) -> None:
+    p = world.size
+    for split in subgroup_splits(p):
+
+        def make(k: int, gi: int) -> list[tuple]:
+            blocks = a2a_inputs(
+                [[(i + 2 * j) % 3 + 1 for j in range(k)] for i in range(k)], torch.int64, 70 * gi
+            )
+            return [([torch.full_like(blocks[i][j], 999) for i in range(k)], blocks[j]) for j in range(k)]
+
+        for members, made, after in run_in_subgroups(world, "all_to_all", split, make):
+            for j, got in enumerate(after):
+                for i in range(len(members)):
+                    assert_equal(
+                        got[0][i], made[i][1][j], what=f"{where(members, j, p)}: output_tensor_list[{i}]"
+                    )
+
+
+@pytest.mark.part("01.all_reduce")
+@pytest.mark.concept("allreduce_subgroup")
+@pytest.mark.parametrize("world", [6, 8], indirect=True)
+def test_all_reduce_in_subgroups(world: World) -> None:
+    p = world.size
+    for split in subgroup_splits(p):
+
+        def make(k: int, gi: int) -> list[tuple]:
+            return [(rand((2, 3), torch.int64, seed=80 * gi + j),) for j in range(k)]
+
+        for members, made, after in run_in_subgroups(world, "all_reduce", split, make):
+            for j, got in enumerate(after):
+                assert_equal(got[0], total([a[0] for a in made]), what=f"{where(members, j, p)}: sum")

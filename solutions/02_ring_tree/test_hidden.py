@@ -753,3 +753,76 @@ def test_ratios_ring_and_reduce_broadcast(world: World) -> None:
 def test_ratios_doubling(world: World) -> None:
     check_ratios(world, "recursive_doubling", seeded_sizes(14))
     check_ratios(world, "rabenseifner", seeded_sizes(15, power_of_two=True))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sub-groups: `group` is any process group holding this rank, drawn here from a seed. Members need not be
+# 0..k-1 nor adjacent, two groups may run at once, and ranks outside a group take no part. The rank program
+# (exercises/02_ring_tree/rank_programs.py) makes the groups, once per world, and calls the function.
+
+
+def subgroup_splits(p: int) -> list[list[list[int]]]:
+    """Two ways to cut p ranks into groups, drawn from a seed: (1) one group of 4 ranks, without rank 0 and
+    not all adjacent, the other ranks idle; (2) a group of 3 ranks (not a power of two), not all adjacent,
+    and a group of the other p - 3, both at the same time. One world size per part keeps the suite short:
+    6 ranks (groups of 4, 3 and 3) for the ring and the tree, 8 (groups of 4, 3 and 5) for recursive
+    doubling, whose fold needs group sizes that are not powers of two."""
+    g = torch.Generator().manual_seed(4242 + p)
+    while True:
+        one = sorted((torch.randperm(p - 1, generator=g)[:4] + 1).tolist())
+        if one[-1] - one[0] > 3:
+            break
+    while True:
+        three = sorted(torch.randperm(p, generator=g)[:3].tolist())
+        if three[-1] - three[0] > 2:
+            break
+    return [[one], [three, sorted(set(range(p)) - set(three))]]
+
+
+def check_subgroups(world: World, function: str, n: int, seed: int, kwargs: dict | None = None) -> None:
+    """`function` over every group of each split at once, on (n,) int64 inputs: every member must end with
+    the sum over its own group's members, and ranks in no group must not send or receive."""
+    p = world.size
+    for split in subgroup_splits(p):
+        made = {r: rand((n,), torch.int64, seed=seed + r) for members in split for r in members}
+        inputs = [
+            {"function": function, "split": split, "args": [made[r]] if r in made else None, "kwargs": kwargs}
+            for r in range(p)
+        ]
+        results = world.run("rank_programs:in_group", inputs=inputs, forbid=FORBID)
+        for res in results:
+            if res.rank not in made:
+                assert not res.comm.events, (
+                    f"rank {res.rank}/{p} is in none of the groups {split}, yet it sent or received during "
+                    f"{function}: ranks outside `group` take no part"
+                )
+        for members in split:
+            expected = total([made[r] for r in members])
+            for j, rank in enumerate(members):
+                assert_equal(
+                    results[rank].value[0],
+                    expected,
+                    what=f"group rank {j} (global rank {rank} of {p}) in group {members}: sum after "
+                    f"{function}",
+                )
+
+
+@pytest.mark.part("02.ring_allreduce")
+@pytest.mark.concept("ring_subgroup")
+@pytest.mark.parametrize("world", [6], indirect=True)
+def test_ring_in_subgroups(world: World) -> None:
+    check_subgroups(world, "ring_allreduce", n=11, seed=300)
+
+
+@pytest.mark.part("02.recursive_doubling")
+@pytest.mark.concept("rd_subgroup")
+@pytest.mark.parametrize("world", [8], indirect=True)
+def test_rd_in_subgroups(world: World) -> None:
+    check_subgroups(world, "recursive_doubling_allreduce", n=5, seed=400)
+
+
+@pytest.mark.part("02.tree_allreduce")
+@pytest.mark.concept("tree_subgroup")
+@pytest.mark.parametrize("world", [6], indirect=True)
+def test_tree_in_subgroups(world: World) -> None:
+    check_subgroups(world, "tree_allreduce", n=10, seed=500, kwargs={"num_chunks": 3})

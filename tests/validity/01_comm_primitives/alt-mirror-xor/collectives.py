@@ -1,4 +1,6 @@
-"""Six collectives from send/recv only, written from the README and the hints (alternative-correct case)."""
+"""Six collectives from send/recv only, written from the README and the hints (alternative-correct case).
+
+Peers are named by their rank in `group` (group_src= / group_dst=), so any sub-group works."""
 
 import torch
 import torch.distributed as dist
@@ -20,9 +22,9 @@ def broadcast(tensor: torch.Tensor, src: int, group=None) -> None:
     v = (src - r) % p  # mirrored relative rank
     parent, children = _tree(v, p)
     if parent >= 0:
-        dist.recv(tensor, (src - parent) % p)
+        dist.recv(tensor, group=group, group_src=(src - parent) % p)
     for c in children:
-        dist.send(tensor, (src - c) % p)
+        dist.send(tensor, group=group, group_dst=(src - c) % p)
 
 
 def reduce(tensor: torch.Tensor, dst: int, group=None) -> None:
@@ -32,10 +34,10 @@ def reduce(tensor: torch.Tensor, dst: int, group=None) -> None:
     partial = tensor.clone()
     incoming = torch.empty_like(tensor)
     for c in reversed(children):  # farthest child first: any order works, each child sends once
-        dist.recv(incoming, (dst - c) % p)
+        dist.recv(incoming, group=group, group_src=(dst - c) % p)
         partial.add_(incoming)
     if parent >= 0:
-        dist.send(partial, (dst - parent) % p)
+        dist.send(partial, group=group, group_dst=(dst - parent) % p)
     else:
         tensor.copy_(partial)
 
@@ -52,8 +54,8 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group=None
     tensor_list[r].copy_(tensor)
     for k in range(1, p):
         to, frm = _partners(r, p, k)
-        rreq = dist.irecv(tensor_list[frm], frm)
-        sreq = dist.isend(tensor, to)
+        rreq = dist.irecv(tensor_list[frm], group=group, group_src=frm)
+        sreq = dist.isend(tensor, group=group, group_dst=to)
         rreq.wait()
         sreq.wait()
 
@@ -64,8 +66,8 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], group=N
     for k in range(1, p):
         to, frm = _partners(r, p, k)
         incoming = torch.empty_like(output)
-        rreq = dist.irecv(incoming, frm)
-        sreq = dist.isend(input_list[to], to)
+        rreq = dist.irecv(incoming, group=group, group_src=frm)
+        sreq = dist.isend(input_list[to], group=group, group_dst=to)
         rreq.wait()
         sreq.wait()
         acc.add_(incoming)
@@ -79,8 +81,8 @@ def all_to_all(
     output_tensor_list[r].copy_(input_tensor_list[r])
     for k in range(1, p):
         to, frm = _partners(r, p, k)
-        rreq = dist.irecv(output_tensor_list[frm], frm)
-        sreq = dist.isend(input_tensor_list[to], to)
+        rreq = dist.irecv(output_tensor_list[frm], group=group, group_src=frm)
+        sreq = dist.isend(input_tensor_list[to], group=group, group_dst=to)
         rreq.wait()
         sreq.wait()
 

@@ -10,9 +10,9 @@ Each function has torch.distributed's signature and in-place semantics (sum is t
 
 Background: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
 IJHPCA 19(1), 2005. Check: `grade exercise 01`.
-Notation: p = world size, r = my rank, n = tensor.numel(). Tensors may have any shape; each message carries
-one whole tensor (or one whole block of a list). `group` is None (the default group) or the whole world,
-so a rank in `group` is also the global rank that dist.send/dist.recv address.
+Notation: p = the size of `group`, r = my rank in it, n = tensor.numel(). Tensors may have any shape; each
+message carries one whole tensor (or one whole block of a list). `group` may be a sub-group: ranks, roots
+and slots count in group ranks, and _g turns one into the global rank that dist.send/dist.recv address.
 
 gloo's send blocks until the peer posts the matching recv. When two ranks must both send and receive in the
 same round, each posts its send with isend first, then blocks in recv: nobody waits on a send nobody reads.
@@ -20,6 +20,11 @@ same round, each posts its send with isend first, then blocks in recv: nobody wa
 
 import torch
 import torch.distributed as dist
+
+
+def _g(group, j: int) -> int:
+    """Group rank j -> global rank (None is the default group, where the two agree)."""
+    return j if group is None else dist.get_global_rank(group, j)
 
 
 def broadcast(tensor: torch.Tensor, src: int, group=None) -> None:
@@ -31,13 +36,13 @@ def broadcast(tensor: torch.Tensor, src: int, group=None) -> None:
     mask = 1
     while mask < p:
         if vr & mask:
-            dist.recv(tensor, (vr - mask + src) % p)
+            dist.recv(tensor, _g(group, (vr - mask + src) % p), group=group)
             break
         mask <<= 1
     mask >>= 1
     while mask > 0:
         if vr + mask < p:
-            dist.send(tensor, (vr + mask + src) % p)
+            dist.send(tensor, _g(group, (vr + mask + src) % p), group=group)
         mask >>= 1
 
 
@@ -50,11 +55,11 @@ def reduce(tensor: torch.Tensor, dst: int, group=None) -> None:
     mask = 1
     while mask < p:
         if vr & mask:  # my subtree is complete: hand it to the parent and stop
-            dist.send(acc, (vr - mask + dst) % p)
+            dist.send(acc, _g(group, (vr - mask + dst) % p), group=group)
             break
         child = vr | mask
         if child < p:
-            dist.recv(tmp, (child + dst) % p)
+            dist.recv(tmp, _g(group, (child + dst) % p), group=group)
             acc.add_(tmp)
         mask <<= 1
 
@@ -66,8 +71,8 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group=None
     # ring all-gather: forward to the right the block that arrived from the left one step earlier
     for s in range(p - 1):
         send_j, recv_j = (r - s) % p, (r - s - 1) % p
-        req = dist.isend(tensor_list[send_j], (r + 1) % p)
-        dist.recv(tensor_list[recv_j], (r - 1) % p)
+        req = dist.isend(tensor_list[send_j], _g(group, (r + 1) % p), group=group)
+        dist.recv(tensor_list[recv_j], _g(group, (r - 1) % p), group=group)
         req.wait()
 
 
@@ -78,9 +83,9 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], group=N
     # pairwise exchange, walking the other way round
     for k in range(1, p):
         to, frm = (r - k) % p, (r + k) % p
-        req = dist.isend(input_list[to], to)
+        req = dist.isend(input_list[to], _g(group, to), group=group)
         buf = torch.empty_like(output)
-        dist.recv(buf, frm)
+        dist.recv(buf, _g(group, frm), group=group)
         req.wait()
         output.add_(buf)
 
@@ -93,8 +98,8 @@ def all_to_all(
     output_tensor_list[r].copy_(input_tensor_list[r])
     for k in range(1, p):
         to, frm = (r - k) % p, (r + k) % p
-        req = dist.isend(input_tensor_list[to], to)
-        dist.recv(output_tensor_list[frm], frm)
+        req = dist.isend(input_tensor_list[to], _g(group, to), group=group)
+        dist.recv(output_tensor_list[frm], _g(group, frm), group=group)
         req.wait()
 
 

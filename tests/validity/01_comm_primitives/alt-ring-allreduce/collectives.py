@@ -10,9 +10,9 @@ Each function has torch.distributed's signature and in-place semantics (sum is t
 
 Background: Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
 IJHPCA 19(1), 2005. Check: `grade exercise 01`.
-Notation: p = world size, r = my rank, n = tensor.numel(). Tensors may have any shape; each message carries
-one whole tensor (or one whole block of a list). `group` is None (the default group) or the whole world,
-so a rank in `group` is also the global rank that dist.send/dist.recv address.
+Notation: p = the size of `group`, r = my rank in it, n = tensor.numel(). Tensors may have any shape; each
+message carries one whole tensor (or one whole block of a list). `group` may be a sub-group: ranks, roots
+and slots count in group ranks; dist.get_process_group_ranks(group) lists the global rank of each.
 
 gloo's send blocks until the peer posts the matching recv. When two ranks must both send and receive in the
 same round, each posts its send with isend first, then blocks in recv: nobody waits on a send nobody reads.
@@ -29,13 +29,13 @@ def broadcast(tensor: torch.Tensor, src: int, group=None) -> None:
     # who do I hear from, and when? rank vr > 0 receives in the round of its highest set bit
     if vr:
         top = 1 << (vr.bit_length() - 1)
-        dist.recv(tensor, (vr - top + src) % p)
+        dist.recv(tensor, dist.get_process_group_ranks(group)[(vr - top + src) % p], group=group)
         mask = top << 1
     else:
         mask = 1
     while mask < p:
         if vr + mask < p:
-            dist.send(tensor, (vr + mask + src) % p)
+            dist.send(tensor, dist.get_process_group_ranks(group)[(vr + mask + src) % p], group=group)
         mask <<= 1
 
 
@@ -53,11 +53,11 @@ def reduce(tensor: torch.Tensor, dst: int, group=None) -> None:
     acc = tensor if vr == 0 else tensor.clone()
     for child in reversed(children):  # deepest subtree last to be complete is the farthest one
         incoming = torch.empty_like(tensor)
-        dist.recv(incoming, (child + dst) % p)
+        dist.recv(incoming, dist.get_process_group_ranks(group)[(child + dst) % p], group=group)
         acc += incoming
     if vr:
         parent = vr - (1 << (vr.bit_length() - 1))
-        dist.send(acc, (parent + dst) % p)
+        dist.send(acc, dist.get_process_group_ranks(group)[(parent + dst) % p], group=group)
 
 
 def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group=None) -> None:
@@ -65,8 +65,13 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group=None
     p, r = dist.get_world_size(group), dist.get_rank(group)
     tensor_list[r].copy_(tensor)
     # post every receive, then every send, then wait for all of them
-    reqs = [dist.irecv(tensor_list[(r - k) % p], (r - k) % p) for k in range(1, p)]
-    reqs += [dist.isend(tensor, (r + k) % p) for k in range(1, p)]
+    reqs = [
+        dist.irecv(tensor_list[(r - k) % p], dist.get_process_group_ranks(group)[(r - k) % p], group=group)
+        for k in range(1, p)
+    ]
+    reqs += [
+        dist.isend(tensor, dist.get_process_group_ranks(group)[(r + k) % p], group=group) for k in range(1, p)
+    ]
     for req in reqs:
         req.wait()
 
@@ -79,8 +84,8 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], group=N
     for s in range(p - 1):
         b = (r - s - 2) % p  # block that arrives now
         incoming = torch.empty_like(input_list[b])
-        req = dist.isend(acc, (r + 1) % p)
-        dist.recv(incoming, (r - 1) % p)
+        req = dist.isend(acc, dist.get_process_group_ranks(group)[(r + 1) % p], group=group)
+        dist.recv(incoming, dist.get_process_group_ranks(group)[(r - 1) % p], group=group)
         req.wait()
         acc = incoming + input_list[b]
     output.copy_(acc)
@@ -94,8 +99,16 @@ def all_to_all(
     output_tensor_list[r].copy_(input_tensor_list[r])
     reqs = []
     for k in range(1, p):
-        reqs.append(dist.irecv(output_tensor_list[(r - k) % p], (r - k) % p))
-        reqs.append(dist.isend(input_tensor_list[(r + k) % p], (r + k) % p))
+        reqs.append(
+            dist.irecv(
+                output_tensor_list[(r - k) % p], dist.get_process_group_ranks(group)[(r - k) % p], group=group
+            )
+        )
+        reqs.append(
+            dist.isend(
+                input_tensor_list[(r + k) % p], dist.get_process_group_ranks(group)[(r + k) % p], group=group
+            )
+        )
     for req in reqs:
         req.wait()
 
@@ -110,12 +123,12 @@ def all_reduce(tensor: torch.Tensor, group=None) -> None:
     for s in range(p - 1):
         send_i, recv_i = (r - s) % p, (r - s - 1) % p
         incoming = torch.empty_like(chunks[recv_i])
-        req = dist.isend(chunks[send_i], right)
-        dist.recv(incoming, left)
+        req = dist.isend(chunks[send_i], dist.get_process_group_ranks(group)[right], group=group)
+        dist.recv(incoming, dist.get_process_group_ranks(group)[left], group=group)
         req.wait()
         chunks[recv_i].add_(incoming)
     for s in range(p - 1):
         send_i, recv_i = (r + 1 - s) % p, (r - s) % p
-        req = dist.isend(chunks[send_i], right)
-        dist.recv(chunks[recv_i], left)
+        req = dist.isend(chunks[send_i], dist.get_process_group_ranks(group)[right], group=group)
+        dist.recv(chunks[recv_i], dist.get_process_group_ranks(group)[left], group=group)
         req.wait()
