@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -187,3 +188,18 @@ def test_exercise_time_budget_stops_starting_tests(
     result = grade(runner, course, "hang")
     assert "not run: the exercise's time budget of 2 s is used up" in result.tests[-1].output
     assert {t.status for t in result.tests} == {Status.TIMEOUT}
+
+
+def test_the_callers_pytest_options_do_not_reach_the_judges_run(
+    runner: LocalRunner, toy_course: Course, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test session or shell with PYTEST_ADDOPTS (here an outer --basetemp, which pytest wipes at start)
+    must neither change the grade nor touch that folder."""
+    outer = tmp_path / "outer-basetemp"
+    outer.mkdir()
+    (outer / "keep.txt").write_text("the caller's")
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"--basetemp={outer} -x")
+    result = grade(runner, toy_course, "wrong")
+    assert (outer / "keep.txt").read_text() == "the caller's"
+    assert result.score == 2 and len(result.tests) > 3  # -x would have stopped at the first failure
+    assert os.environ["PYTEST_ADDOPTS"] == f"--basetemp={outer} -x"

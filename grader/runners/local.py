@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -169,7 +171,8 @@ class LocalRunner:
             "ignore",
         ]
         try:
-            code = pytest.main(args, plugins=[plugin])
+            with _outer_pytest_settings_ignored():
+                code = pytest.main(args, plugins=[plugin])
         finally:
             pools.close()
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not plugin.errors:
@@ -215,3 +218,18 @@ def _resolve_device(requested: str) -> tuple[str, int]:
     if requested == "cuda" and not gpus:
         raise ValueError("--device cuda: no CUDA device is visible here")
     return requested, gpus
+
+
+OUTER_PYTEST_SETTINGS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+"""What the environment may tell any pytest run (the caller's own test session, a user's shell): the
+judge's run of the suite takes its options from its arguments alone, or e.g. an outer ``--basetemp`` would
+make it wipe the caller's temporary folder."""
+
+
+@contextlib.contextmanager
+def _outer_pytest_settings_ignored() -> Iterator[None]:
+    saved = {name: os.environ.pop(name) for name in OUTER_PYTEST_SETTINGS if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
