@@ -92,8 +92,8 @@ def data_path(topo: Topology, gpu: str, nic: str, *, gdr: bool) -> dict:
 def parse_gdr_level(value: str | None) -> str | None:
     """The path class (a name in PATH_TYPES) that the NCCL_NET_GDR_LEVEL value ``value`` sets, as ncclGetLevel
     (paths.cc) reads it, or None when NCCL would ignore the value and keep its default. ``value`` is the
-    variable's string, or None when it is unset. README.md, "GPUDirect RDMA and NCCL_NET_GDR_LEVEL", lists
-    the forms NCCL accepts."""
+    variable's string, or None when it is unset. README.md, "GPUDirect RDMA and NCCL_NET_GDR_LEVEL", says
+    where to read which forms NCCL accepts."""
     ### BEGIN SOLUTION 05.gdr_level
     if not value:
         return None  # unset (or empty): NCCL picks its default
