@@ -357,6 +357,8 @@ def _item_params() -> list:
 def _selects(selector: str, test) -> bool:  # type: ignore[no-untyped-def]
     if selector == "*":
         return True
+    if selector.startswith("~"):
+        return selector[1:] in test.name
     part, _, size = selector.partition("@")
     return part in test.part and (not size or test.world_size == int(size))
 

@@ -212,6 +212,10 @@ def _join_world(spec: WorkerSpec) -> RankContext:
 
 
 def _serve(ctx: RankContext, spec: WorkerSpec, tasks: Connection, replies: Connection) -> None:
+    # Each task starts in the environment the rank joined its world with: what a submission wrote into
+    # os.environ (GLOO_SOCKET_IFNAME, MASTER_ADDR, ...) must not steer the trusted code of the next task,
+    # e.g. a rank program's dist.new_group, which reads gloo's variables when it builds the group.
+    joined_with = dict(os.environ)
     while True:
         try:
             task = wire.decode(tasks.recv_bytes())
@@ -219,6 +223,9 @@ def _serve(ctx: RankContext, spec: WorkerSpec, tasks: Connection, replies: Conne
             return
         if task.get("stop"):
             return
+        if os.environ != joined_with:
+            os.environ.clear()
+            os.environ.update(joined_with)
         replies.send_bytes(_run_task(ctx, spec, task))
 
 
