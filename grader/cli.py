@@ -425,9 +425,14 @@ def _hint_menu(key: str, ladders: dict[str, list], seen: dict[str, int], console
 
 def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int:
     exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
-    runner, failed = make_runner(args.backend), 0
+    runner, failed = make_runner(args.backend, one_author=True), 0
     for exercise in exercises:
-        found = grading.check_exercise(course=course, exercise=exercise, runner=runner, device=args.device)
+        try:
+            found = grading.check_exercise(
+                course=course, exercise=exercise, runner=runner, device=args.device
+            )
+        finally:
+            runner.close()
         ref, stub = found.reference, found.stubs
         figures = f"reference {ref.score:g}/{ref.max_score:g}, stubs {stub.score:g}/{stub.max_score:g}"
         timing = f"{ref.execution_time + stub.execution_time:.1f} s"
@@ -446,7 +451,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
     if args.runs < 1:
         raise ValueError("--runs must be at least 1")
     exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
-    runner, rows = make_runner(args.backend), []
+    runner, rows = make_runner(args.backend, one_author=True), []
     table = Table(title="Validity", title_justify="left")
     for column in (
         "exercise",
@@ -473,6 +478,8 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
                 console.print(f"{exercise.key} corpus: {exc}", soft_wrap=True, markup=False)
                 rows.append({"exercise": exercise.key, "slug": exercise.slug, "problems": [f"corpus: {exc}"]})
                 continue
+            finally:
+                runner.close()
         row = found.summary()
         rows.append(row)
         if args.results:

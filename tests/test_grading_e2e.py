@@ -203,3 +203,25 @@ def test_the_callers_pytest_options_do_not_reach_the_judges_run(
     assert (outer / "keep.txt").read_text() == "the caller's"
     assert result.score == 2 and len(result.tests) > 3  # -x would have stopped at the first failure
     assert os.environ["PYTEST_ADDOPTS"] == f"--basetemp={outer} -x"
+
+
+def test_a_kept_factory_serves_every_run_of_an_exercise_and_grades_alike(
+    runner: LocalRunner, toy_course: Course
+) -> None:
+    """`grade validate` and `grade check` keep one factory per exercise between runs (torch imported once):
+    the same verdicts as a factory per run, whatever the run before left behind; ``close`` ends it."""
+    kept = LocalRunner(keep_factory=True)
+    names = [None, "crash", "wrong", "lingering", None]
+    try:
+        results = [grade(kept, toy_course, name) for name in names]
+        assert kept._kept is not None and kept._kept.factory is not None
+        process, scratch = kept._kept.factory._process, kept._kept.scratch
+        assert process is not None and process.poll() is None
+        assert grade(kept, toy_course, None).full_marks
+        assert kept._kept.factory._process is process  # the same factory served the next run too
+    finally:
+        kept.close()
+    assert process.poll() is not None and not scratch.exists()
+    for name, result in zip(names, results, strict=True):
+        alone = grade(runner, toy_course, name)
+        assert [(t.name, t.status) for t in result.tests] == [(t.name, t.status) for t in alone.tests], name

@@ -286,6 +286,8 @@ class Pools:
     nodes than that runs all its ranks here. ``reuse=False`` starts a fresh world for every ``get``: the
     spawn-per-test baseline of the benchmark. ``factory``: this run's rank factory, already launched (it
     imports torch while the judge collects the suite); by default one is started at the first world.
+    ``keep_factory``: ``close`` leaves the local factory running and hands it back, for the next run of the
+    same author's code (``LocalRunner(keep_factory=True)``).
     """
 
     def __init__(
@@ -295,9 +297,11 @@ class Pools:
         reuse: bool = True,
         nodes: list[str] | None = None,
         factory: RankFactory | None = None,
+        keep_factory: bool = False,
     ) -> None:
         self.config = config
         self.reuse = reuse
+        self.keep_factory = keep_factory
         self.nodes = nodes or []
         self._pools: dict[tuple[int, int, int | None], Pool] = {}
         self._factory: RankFactory | None = factory
@@ -383,14 +387,17 @@ class Pools:
             self.nodes_used.add(factory.where)
         return factory
 
-    def close(self) -> None:
+    def close(self) -> RankFactory | None:
+        """Stop every world and factory; with ``keep_factory``, the local factory (if alive) is returned
+        running instead."""
         for pool in self._pools.values():
             pool.ask_to_stop()  # every world leaves at once, not one after the other
         for pool in self._pools.values():
             pool.stop()
         self._pools.clear()
+        kept = self._factory if self.keep_factory and self._factory and self._factory.alive else None
         for factory in [self._factory, *self._node_factories.values()]:
-            if factory is not None:
+            if factory is not None and factory is not kept:
                 factory.close()
         self._factory = None
         self._node_factories.clear()
@@ -398,6 +405,7 @@ class Pools:
             self._switchboard.close()
             self._switchboard = None
         self._store = None
+        return kept
 
 
 def _judge_store(host: str) -> Any:

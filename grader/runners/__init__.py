@@ -36,14 +36,20 @@ class Runner(Protocol):
         """Grade ``job``. Submission faults become verdicts; only course bugs raise (``SuiteError``)."""
         ...
 
+    def close(self) -> None:
+        """Let go of what the runner keeps between jobs (a spare container, a kept rank factory)."""
+        ...
 
-def make_runner(name: str, *, prewarm: bool = False) -> Runner:
+
+def make_runner(name: str, *, prewarm: bool = False, one_author: bool = False) -> Runner:
     """The runner called ``name``; ``ValueError`` for an unknown one. ``prewarm``: Docker keeps the next
-    container started (for a runner that grades one submission after another)."""
+    container started (for a runner that grades one submission after another). ``one_author``: every job
+    grades the course's own code (`grade check`, `grade validate`), so the local runner keeps one rank
+    factory per exercise between jobs; Docker starts a container per job either way."""
     if name == "local":
         from grader.runners.local import LocalRunner
 
-        return LocalRunner()
+        return LocalRunner(keep_factory=one_author)
     if name == "docker":
         from grader.runners.docker import DockerRunner
 

@@ -50,6 +50,7 @@ class LocalRunner:
         programs_root: Path | None = None,
         shuffle_seed: int | None = None,
         factory: RankFactory | None = None,
+        keep_factory: bool = False,
     ) -> None:
         """``sandbox_mode``: ``auto`` (default, from ``DISTGPU_SANDBOX``), ``bwrap`` (required) or ``none``.
         ``limits``: the rank limits inside the sandbox (default ``RankLimits()``).
@@ -57,7 +58,11 @@ class LocalRunner:
         ranks drop to that uid and read rank programs from ``programs_root/NN_slug``.
         ``shuffle_seed`` runs each suite's tests in a seeded random order (a score must not depend on it).
         ``factory``: a rank factory the caller launched, unsandboxed, for the first run (the container's judge
-        launches it before it imports torch); other runs launch their own as they start."""
+        launches it before it imports torch); other runs launch their own as they start.
+        ``keep_factory``: one factory, in one sandbox and one scratch folder, serves every run of the same
+        exercise in a row (torch is imported once, not once per run; ``close`` ends it). Only for code of one
+        author: ``grade validate`` grades the course's own references, stubs and corpora this way. Each
+        submission of a class gets its own, so that nothing one leaves behind meets the next."""
         if factory is not None and sandbox_mode != "none":
             raise ValueError("a rank factory launched by the caller runs unsandboxed: sandbox_mode='none'")
         self.factory = factory
@@ -67,17 +72,20 @@ class LocalRunner:
         self.run_as_uid = run_as_uid
         self.programs_root = programs_root
         self.shuffle_seed = shuffle_seed
+        self.keep_factory = keep_factory
+        self._kept: _KeptFactory | None = None
         self.last_pools: Pools | None = None
         """The pools of the last run, kept for benchmarks (start counts and times)."""
 
     def run(self, job: GradeJob) -> ExerciseResult:
         started = time.perf_counter()
-        scratch = Path(tempfile.mkdtemp(prefix="distgpu-"))
+        scratch = self._kept_scratch(job) if self.keep_factory else Path(tempfile.mkdtemp(prefix="distgpu-"))
         try:
             notes = stage(job.source, job.exercise.files, scratch / "impl")
             plugin = self._grade(job, scratch)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if not self.keep_factory:
+                shutil.rmtree(scratch, ignore_errors=True)
         if plugin.errors:
             raise SuiteError("\n".join(plugin.errors))
         notes += [f"saved {what}: {path}" for what, path in plugin.artifacts if path.exists()]
@@ -135,11 +143,17 @@ class LocalRunner:
             preload=job.exercise.preload,
         )
         factory, self.factory = self.factory, None
+        if factory is None and self._kept is not None:
+            factory, self._kept.factory = self._kept.factory, None
         if factory is None and self.reuse_worlds and _runs_ranks(job, gpus):
             factory = RankFactory(box, scratch / "factory.log", config.preload)
             factory.launch()  # it imports torch while pytest starts and collects the suite here
         self.last_pools = pools = Pools(
-            config, reuse=self.reuse_worlds, nodes=allocation_nodes(), factory=factory
+            config,
+            reuse=self.reuse_worlds,
+            nodes=allocation_nodes(),
+            factory=factory,
+            keep_factory=self._kept is not None,
         )
         # Inside a container (run_as_uid set) nothing the judge writes survives: keep no artifacts there.
         artifacts = job.course.root / ".grade" / "artifacts" / job.exercise.dirname
@@ -162,6 +176,12 @@ class LocalRunner:
             "no:terminal",
             "-p",
             "no:stepwise",
+            # Both run gc.collect() several times as the session ends (0.2 s a run) to report warnings
+            # that -W ignore drops anyway.
+            "-p",
+            "no:unraisableexception",
+            "-p",
+            "no:threadexception",
             "--import-mode=importlib",
             "--rootdir",
             str(job.course.root),
@@ -174,10 +194,39 @@ class LocalRunner:
             with _outer_pytest_settings_ignored():
                 code = pytest.main(args, plugins=[plugin])
         finally:
-            pools.close()
+            kept = pools.close()
+            if self._kept is not None:
+                self._kept.factory = kept
         if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not plugin.errors:
             plugin.errors.append(f"pytest ended with {code!r} after {len(plugin.results)} test(s)")
         return plugin
+
+    def _kept_scratch(self, job: GradeJob) -> Path:
+        """The scratch folder of the kept factory, emptied for ``job``; a new one (and, later, a new factory)
+        when the exercise or the device changed. The folder itself and ``impl/`` stay: the sandbox mounted
+        them, and a folder made anew would not be the one it sees."""
+        key = (job.exercise.key, job.device)
+        if self._kept is not None and self._kept.key != key:
+            self.close()
+        if self._kept is None:
+            self._kept = _KeptFactory(key, Path(tempfile.mkdtemp(prefix="distgpu-")))
+        scratch = self._kept.scratch
+        for path in [*scratch.iterdir(), *(scratch / "impl").glob("*")]:
+            if path.name in ("impl", "factory.log"):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        return scratch
+
+    def close(self) -> None:
+        """End the kept factory (``keep_factory``) and remove its scratch folder; nothing to do otherwise."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            if kept.factory is not None:
+                kept.factory.close()
+            shutil.rmtree(kept.scratch, ignore_errors=True)
 
     def _sandbox(self, impl_dir: Path, programs_dir: Path, scratch: Path) -> sandbox.Sandbox | None:
         """This run's sandbox, or None (mode ``none``, or ``auto`` where bubblewrap cannot run: said once)."""
@@ -193,6 +242,15 @@ class LocalRunner:
             _warned_unsandboxed = True
             print(f"note: ranks run unsandboxed ({why_not}); see `grade doctor`", file=sys.stderr)
         return None
+
+
+@dataclasses.dataclass
+class _KeptFactory:
+    """What ``keep_factory`` keeps between runs: for which (exercise, device), where, and the factory."""
+
+    key: tuple[str, str]
+    scratch: Path
+    factory: RankFactory | None = None
 
 
 def _suites(job: GradeJob) -> list[Path]:
