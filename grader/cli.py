@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -122,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
         "--corpus",
         type=Path,
         help="folder with corpus/NN_slug.yml and validity/NN_slug/alt-*/ (default: <course>/tests)",
+    )
+    validate.add_argument(
+        "--share",
+        type=Path,
+        metavar="DIR",
+        help="processes started with the same DIR split the exercises: each takes the next one none took",
     )
     _add_run_options(validate)
     validate.set_defaults(handler=cmd_validate)
@@ -445,6 +452,16 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
     return 1 if failed else 0
 
 
+def _claimed(share: Path, exercise: Exercise) -> bool:
+    """Whether this process takes ``exercise``: the first to create its claim in ``share`` does."""
+    share.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(share / exercise.key, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> int:
     from grader.validate import CorpusError, validate_exercise
 
@@ -463,6 +480,8 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
     ):
         table.add_column(column)
     for exercise in exercises:
+        if args.share and not _claimed(args.share, exercise):
+            continue
         with console.status(f"validating {exercise.key} {exercise.slug}") as status:
             try:
                 found = validate_exercise(

@@ -145,11 +145,14 @@ BUILDERS = {
 UNUSED_WORLD_SIZES = {8}
 """No item attacks at 8 ranks (they attack at 2, 3 and 6): the planted copy leaves that size out of the
 exercise's parts, which halves the ranks every grading starts. The course's own suites keep it."""
+TEST_TIMEOUT_S = 5
+"""The planted copy's limit per test (the course gives students' slower machines 10 s; the reference's
+slowest test here takes under 0.5 s): a dozen items hang on purpose, and each hang costs this long."""
 
 
 def plant_course(root: Path, canaries: dict[str, str]) -> None:
     """A copy of the course with secrets in the hidden suite and the reference of the exercise, its parts
-    run on the world sizes the items attack."""
+    run on the world sizes the items attack, with ``TEST_TIMEOUT_S`` per test."""
     root.mkdir(parents=True)
     catalogue = yaml.safe_load((REPO / "course.yml").read_text())
     for section in catalogue["sections"]:
@@ -157,6 +160,7 @@ def plant_course(root: Path, canaries: dict[str, str]) -> None:
             if f"{exercise['number']:02d}" == EXERCISE:
                 for part in exercise.get("parts", []):
                     part["world_sizes"] = [n for n in part["world_sizes"] if n not in UNUSED_WORLD_SIZES]
+                    part["timeout"] = TEST_TIMEOUT_S
     (root / "course.yml").write_text(yaml.safe_dump(catalogue, sort_keys=False))
     ignore = shutil.ignore_patterns("__pycache__", ".grade")
     for tree in ("exercises", "solutions"):

@@ -1,4 +1,4 @@
-"""`grade validate` on the whole course, in two judge processes (torch imported once in each), as CI runs it.
+"""`grade validate` on the whole course, in two judge processes sharing the exercises, as CI runs it.
 
 Per exercise: the reference scores full marks three times, the fresh stubs score zero and are in sync, every
 alternative-correct case (tests/validity/NN_slug/alt-*/) earns full marks, and every bug of the corpus
@@ -28,7 +28,7 @@ CORPUS = Path(__file__).parent / "corpus"
 COURSE = load_course(REPO / "course.yml")
 GRADED = [e for e in COURSE.exercises if e.parts]
 JUDGES = 2
-"""`grade validate` processes at once, each over its share of the exercises (CI has 2 cores)."""
+"""`grade validate` processes at once, sharing the exercises (CI has 2 cores)."""
 
 
 def _bugs(exercise: Exercise) -> list[dict[str, Any]]:
@@ -36,44 +36,27 @@ def _bugs(exercise: Exercise) -> list[dict[str, Any]]:
     return yaml.safe_load(path.read_text()) if path.is_file() else []
 
 
-def _shares(exercises: list[Exercise], n: int) -> list[list[Exercise]]:
-    """Split ``exercises`` into ``n`` shares of about equal grading time (gradings x rank processes)."""
+def _longest_first(exercises: list[Exercise]) -> list[Exercise]:
+    """``exercises`` by estimated grading time (gradings x rank processes), longest first: the judges take
+    them in this order, each the next one not taken, so neither is left with a long one at the end."""
 
     def cost(e: Exercise) -> float:
         ranks = sum({size for part in e.parts for size in part.world_sizes})
         return (len(_bugs(e)) + 6) * (1 + 0.1 * ranks)
 
-    shares: list[list[Exercise]] = [[] for _ in range(n)]
-    for exercise in sorted(exercises, key=cost, reverse=True):
-        min(shares, key=lambda share: sum(map(cost, share))).append(exercise)
-    return shares
+    return sorted(exercises, key=cost, reverse=True)
 
 
 @pytest.fixture(scope="module")
 def validated(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, dict], Path]:
     """`grade validate` over the whole course: the validity rows by exercise key, and the results folder."""
     out = tmp_path_factory.mktemp("validate")
-    commands = []
-    for i, share in enumerate(_shares(GRADED, JUDGES)):
-        keys = [e.key for e in share]
-        command = [
-            sys.executable,
-            "-m",
-            "grader.cli",
-            "--course",
-            str(REPO / "course.yml"),
-            "validate",
-            *keys,
-        ]
-        command += [
-            "--device",
-            "cpu",
-            "--json",
-            str(out / f"table-{i}.json"),
-            "--results",
-            str(out / "results"),
-        ]
-        commands.append(command)
+    keys = [e.key for e in _longest_first(GRADED)]
+    grade = [sys.executable, "-m", "grader.cli", "--course", str(REPO / "course.yml")]
+    options = ["--device", "cpu", "--share", str(out / "claims"), "--results", str(out / "results")]
+    commands = [
+        [*grade, "validate", *keys, *options, "--json", str(out / f"table-{i}.json")] for i in range(JUDGES)
+    ]
     env = os.environ | {"NO_COLOR": "1", "COLUMNS": "200"}
     judges = [
         subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) for c in commands
