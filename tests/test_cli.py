@@ -97,7 +97,17 @@ def test_flags_are_frozen() -> None:
         "checkpoint": ["--backend", "--device", "--help", "-h"],
         "hint": ["--help", "-h"],
         "check": ["--backend", "--device", "--help", "-h"],
-        "validate": ["--backend", "--corpus", "--device", "--help", "--json", "--results", "--runs", "-h"],
+        "validate": [
+            "--backend",
+            "--corpus",
+            "--device",
+            "--help",
+            "--json",
+            "--results",
+            "--runs",
+            "--share",
+            "-h",
+        ],
         "stubs": ["--help", "-h"],
         "batch": [
             "--account",
