@@ -39,10 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     course = load_course(Path(args.course))
     exercise = course.find(args.exercise)
     runner = make_runner(args.backend, prewarm=args.prewarm)
-    if args.serve is None:
-        grade_one(course, exercise, runner, args.device, args.submission, args.label, Path(args.out))
-        return 0
     try:
+        if args.serve is None:
+            grade_one(course, exercise, runner, args.device, args.submission, args.label, Path(args.out))
+            return 0
         with open(args.serve, "w", buffering=1) as replies:
             for line in sys.stdin:
                 job = json.loads(line)
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                 grade_one(course, exercise, runner, args.device, source, job["label"], Path(job["out"]))
                 replies.write(json.dumps({"out": job["out"]}) + "\n")
     finally:
-        getattr(runner, "close", lambda: None)()  # a Docker spare; a killed server's is swept by the batch
+        runner.close()  # a Docker spare and removals under way; a killed server's are swept by the batch
     return 0
 
 
