@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -432,22 +433,23 @@ def _hint_menu(key: str, ladders: dict[str, list], seen: dict[str, int], console
 
 def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int:
     exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
-    runner, failed = make_runner(args.backend, one_author=True), 0
-    for exercise in exercises:
-        try:
+    failed = 0
+    # One runner for the whole check: it keeps a rank factory per exercise, and closing ends the last one.
+    with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
+        for exercise in exercises:
             found = grading.check_exercise(
                 course=course, exercise=exercise, runner=runner, device=args.device
             )
-        finally:
-            runner.close()
-        ref, stub = found.reference, found.stubs
-        figures = f"reference {ref.score:g}/{ref.max_score:g}, stubs {stub.score:g}/{stub.max_score:g}"
-        timing = f"{ref.execution_time + stub.execution_time:.1f} s"
-        mark = "[green]ok[/]" if found.ok else "[red]FAIL[/]"
-        console.print(f"{mark} {exercise.key} {exercise.slug}: {figures} ({len(ref.tests)} tests, {timing})")
-        for problem in found.problems:
-            console.print(f"    {problem}", markup=False)
-        failed += not found.ok
+            ref, stub = found.reference, found.stubs
+            figures = f"reference {ref.score:g}/{ref.max_score:g}, stubs {stub.score:g}/{stub.max_score:g}"
+            timing = f"{ref.execution_time + stub.execution_time:.1f} s"
+            mark = "[green]ok[/]" if found.ok else "[red]FAIL[/]"
+            console.print(
+                f"{mark} {exercise.key} {exercise.slug}: {figures} ({len(ref.tests)} tests, {timing})"
+            )
+            for problem in found.problems:
+                console.print(f"    {problem}", markup=False)
+            failed += not found.ok
     console.print(f"{len(exercises) - failed} of {len(exercises)} exercises pass the check")
     return 1 if failed else 0
 
@@ -468,7 +470,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
     if args.runs < 1:
         raise ValueError("--runs must be at least 1")
     exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
-    runner, rows = make_runner(args.backend, one_author=True), []
+    rows: list[dict] = []
     table = Table(title="Validity", title_justify="left")
     for column in (
         "exercise",
@@ -479,42 +481,45 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
         "min loss",
     ):
         table.add_column(column)
-    for exercise in exercises:
-        if args.share and not _claimed(args.share, exercise):
-            continue
-        with console.status(f"validating {exercise.key} {exercise.slug}") as status:
-            try:
-                found = validate_exercise(
-                    course=course,
-                    exercise=exercise,
-                    runner=runner,
-                    device=args.device,
-                    corpus_root=args.corpus or course.root / "tests",
-                    runs=args.runs,
-                    on_step=lambda what, e=exercise: status.update(f"validating {e.key} {e.slug}: {what}"),
-                )
-            except CorpusError as exc:
-                console.print(f"{exercise.key} corpus: {exc}", soft_wrap=True, markup=False)
-                rows.append({"exercise": exercise.key, "slug": exercise.slug, "problems": [f"corpus: {exc}"]})
+    with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
+        for exercise in exercises:
+            if args.share and not _claimed(args.share, exercise):
                 continue
-            finally:
-                runner.close()
-        row = found.summary()
-        rows.append(row)
-        if args.results:
-            found.write_results(args.results / exercise.dirname)
-        loss = row["smallest_loss_per_concept"]
-        table.add_row(
-            f"{exercise.key} {exercise.slug}",
-            row["reference_stable"],
-            "yes" if row["stub_zero"] else "[red]no[/]",
-            row["alt_full"],
-            row["bugs_caught"],
-            "-" if loss is None else f"{loss:.2f}x",
-            style=None if found.ok else "red",
-        )
-        for problem in found.problems:
-            console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
+            with console.status(f"validating {exercise.key} {exercise.slug}") as status:
+                try:
+                    found = validate_exercise(
+                        course=course,
+                        exercise=exercise,
+                        runner=runner,
+                        device=args.device,
+                        corpus_root=args.corpus or course.root / "tests",
+                        runs=args.runs,
+                        on_step=lambda what, e=exercise: status.update(
+                            f"validating {e.key} {e.slug}: {what}"
+                        ),
+                    )
+                except CorpusError as exc:
+                    console.print(f"{exercise.key} corpus: {exc}", soft_wrap=True, markup=False)
+                    rows.append(
+                        {"exercise": exercise.key, "slug": exercise.slug, "problems": [f"corpus: {exc}"]}
+                    )
+                    continue
+            row = found.summary()
+            rows.append(row)
+            if args.results:
+                found.write_results(args.results / exercise.dirname)
+            loss = row["smallest_loss_per_concept"]
+            table.add_row(
+                f"{exercise.key} {exercise.slug}",
+                row["reference_stable"],
+                "yes" if row["stub_zero"] else "[red]no[/]",
+                row["alt_full"],
+                row["bugs_caught"],
+                "-" if loss is None else f"{loss:.2f}x",
+                style=None if found.ok else "red",
+            )
+            for problem in found.problems:
+                console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
     console.print(table)
     bad = [r["exercise"] for r in rows if r["problems"]]
     console.print(

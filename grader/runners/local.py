@@ -211,9 +211,8 @@ class LocalRunner:
         if self._kept is None:
             self._kept = _KeptFactory(key, Path(tempfile.mkdtemp(prefix="distgpu-")))
         scratch = self._kept.scratch
-        for path in [*scratch.iterdir(), *(scratch / "impl").glob("*")]:
-            if path.name in ("impl", "factory.log"):
-                continue
+        left = [p for p in scratch.iterdir() if p.name not in ("impl", "factory.log")]
+        for path in [*left, *(scratch / "impl").glob("*")]:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             else:
