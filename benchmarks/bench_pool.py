@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.course import load_course  # noqa: E402
-from grader.results import ExerciseResult  # noqa: E402
+from grader.core.course import load_course  # noqa: E402
+from grader.core.results import ExerciseResult  # noqa: E402
 from grader.runners import GradeJob  # noqa: E402
 from grader.runners.local import LocalRunner  # noqa: E402
 

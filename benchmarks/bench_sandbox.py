@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from grader import sandbox  # noqa: E402
-from grader.course import load_course  # noqa: E402
+from grader.core.course import load_course  # noqa: E402
 from grader.harness.factory import RankFactory  # noqa: E402
 from grader.runners import GradeJob  # noqa: E402
 from grader.runners.docker import DockerRunner  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import Course, load_course
+from grader.core.course import Course, load_course
 from grader.runners.local import LocalRunner
 
 TESTS = Path(__file__).parent

@@ -17,7 +17,7 @@ def require_docker_image() -> str:
         subprocess.run([REPO / "scripts" / "start-dockerd"], check=True, capture_output=True, timeout=300)
         import docker
 
-        from grader.images import LOCAL_BASE, build_image, image_tag
+        from grader.runners.images import LOCAL_BASE, build_image, image_tag
 
         client = docker.from_env()
         try:

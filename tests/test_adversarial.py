@@ -30,11 +30,11 @@ import pytest
 import yaml
 from docker_support import require_docker_image
 
-from grader.batch import make_plan
-from grader.course import load_course
-from grader.grading import batch_grade
-from grader.records import Record, RecordStore
-from grader.results import ExerciseResult
+from grader.classroom.batch import make_plan
+from grader.classroom.grade import batch_grade
+from grader.classroom.records import Record, RecordStore
+from grader.core.course import load_course
+from grader.core.results import ExerciseResult
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
 
@@ -53,7 +53,7 @@ def local_sandbox() -> str | None:
     """None when the local runner sandboxes ranks here; else why not."""
     if importlib.util.find_spec("grader.sandbox") is None:
         return "grader.sandbox does not exist yet"
-    from grader import sandbox
+    from grader.core import sandbox
 
     if sandbox.requested_mode() == "none":
         return "DISTGPU_SANDBOX=none"

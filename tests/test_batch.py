@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.course import Course
+from grader.core.course import Course
 
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
 

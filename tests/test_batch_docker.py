@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from docker_support import require_docker_image
 
-from grader.course import Course
+from grader.core.course import Course
 from grader.runners.docker import sweep_leftovers
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'

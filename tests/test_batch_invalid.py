@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from grader import batch as batch_module
-from grader import cli, report
-from grader.course import Course
-from grader.gradebook import default_url, open_gradebook
-from grader.submission import why_invalid
+from grader import cli
+from grader.classroom import batch as batch_module
+from grader.classroom import outputs
+from grader.classroom.gradebook import default_url, open_gradebook
+from grader.core.course import Course
+from grader.core.submission import why_invalid
 
 
 def batch(course: Course, *argv: str) -> int:
@@ -45,7 +46,7 @@ def test_a_batch_names_invalid_uploads_grades_none_of_them_and_records_each_as_z
         "grade",
         lambda self, source, label: graded.append(label) or grade(self, source, label),
     )
-    monkeypatch.setattr(report, "histogram_png", lambda scores, top, path: histogram.extend(scores) or True)
+    monkeypatch.setattr(outputs, "histogram_png", lambda scores, top, path: histogram.extend(scores) or True)
 
     assert batch(course, str(subs), "--out", str(out)) == 0
     said = capsys.readouterr().out

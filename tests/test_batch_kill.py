@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import Course
+from grader.core.course import Course
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
 

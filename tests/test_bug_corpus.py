@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from grader.course import Exercise, load_course
-from grader.results import ExerciseResult, Status
-from grader.stubs import stale_stubs
+from grader.authoring.stubs import stale_stubs
+from grader.core.course import Exercise, load_course
+from grader.core.results import ExerciseResult, Status
 
 REPO = Path(__file__).parent.parent
 CORPUS = Path(__file__).parent / "corpus"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.checkpoint import record_digest
-from grader.course import Course, CourseConfigError, load_course
-from grader.progress import file_hashes
+from grader.core.course import Course, CourseConfigError, load_course
+from grader.core.submission import file_hashes
+from grader.learner.checkpoint import record_digest
 
 CHECKPOINT = (
     "    title: Toy collectives\n",

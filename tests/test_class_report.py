@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.class_report import write_report
-from grader.course import Course
-from grader.item_analysis import analyze
-from grader.records import Record, RecordStore
-from grader.results import ConceptScore, ExerciseResult, Status, TestResult
+from grader.classroom.class_report import write_report
+from grader.classroom.item_analysis import analyze
+from grader.classroom.records import Record, RecordStore
+from grader.core.course import Course
+from grader.core.results import ConceptScore, ExerciseResult, Status, TestResult
 
 STUDENTS = 32
 DEADLINE = datetime(2026, 12, 1, 12, tzinfo=UTC)

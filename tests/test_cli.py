@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.course import Course
+from grader.core.course import Course
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "course" / "course.yml")
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
@@ -150,7 +150,8 @@ def test_list_shows_the_students_last_score(
 
 
 def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixture[str]) -> None:
-    from grader import doctor, sandbox
+    from grader.core import sandbox
+    from grader.runners import doctor
 
     findings = {f.name: f for f in doctor.examine()}
     assert list(findings) == ["torch", "sandbox", "docker", "GPUs", "NCCL", "Slurm"]
@@ -216,7 +217,7 @@ def test_image_build_removes_its_build_stage(monkeypatch: pytest.MonkeyPatch) ->
     require_docker_engine()
     import docker
 
-    from grader import images
+    from grader.runners import images
 
     client = docker.from_env()
     try:

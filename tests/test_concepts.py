@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from grader import report
-from grader.course import CONCEPTS_FILE, load_course
+from grader.core.course import CONCEPTS_FILE, load_course
+from grader.core.results import ExerciseResult, Status, TestResult
 from grader.harness import CommEvent, CommLog, RankResult, chunk_of, comm_trace
-from grader.results import ExerciseResult, Status, TestResult
+from grader.learner.views import to_terminal
 
 REPO = Path(__file__).parent.parent
 COURSE = load_course(REPO / "course.yml")
@@ -148,7 +148,7 @@ def test_no_colour_codes_with_no_color(monkeypatch: pytest.MonkeyPatch, tmp_path
     result = ExerciseResult(exercise="02", title="Ring", graded="x", device="cpu", tests=(test,))
     path = tmp_path / "out.txt"
     with path.open("w") as sink:
-        report.to_terminal(result, Console(file=sink, force_terminal=True, width=100))
+        to_terminal(result, Console(file=sink, force_terminal=True, width=100))
     text = path.read_text()
     assert "concept: a ring" in text and "failed" in text
     colours = [code for code in ("\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[35m", "\x1b[91m") if code in text]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import Course, CourseConfigError, load_course
+from grader.core.course import Course, CourseConfigError, load_course
 
 GOOD = """\
 course: Tiny

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from docker_support import require_docker_image
 
-from grader.course import Course
-from grader.results import ExerciseResult, Status
+from grader.core.course import Course
+from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob
 from grader.runners.docker import LABEL, DockerRunner, gpu_refusal
 from grader.runners.local import LocalRunner

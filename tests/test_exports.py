@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from grader import grading
-from grader.course import Course, load_course
-from grader.exports import gradescope_zip, prairielearn_folder, to_prairielearn, trimmed_course
+from grader.authoring.exports import gradescope_zip, prairielearn_folder, trimmed_course
+from grader.core.course import Course, load_course
+from grader.core.formats import to_prairielearn
+from grader.learner import grade as grading
 from grader.runners.local import LocalRunner
 
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
@@ -225,8 +226,8 @@ def test_prairielearn_grader_grades_in_prairielearns_layout(
 
 
 def test_exported_csv_rounds_sums_of_fractions(toy_course: Course, tmp_path: Path) -> None:
-    from grader.gradebook import export_csv, open_gradebook, record
-    from grader.results import ExerciseResult, Status, TestResult
+    from grader.classroom.gradebook import export_csv, open_gradebook, record
+    from grader.core.results import ExerciseResult, Status, TestResult
 
     exercise = toy_course.find("toy")
     cells = [
@@ -261,7 +262,7 @@ def test_exported_csv_rounds_sums_of_fractions(toy_course: Course, tmp_path: Pat
 def test_histogram_counts_whole_students() -> None:
     import matplotlib.pyplot as plt
 
-    from grader.report import histogram_figure
+    from grader.classroom.outputs import histogram_figure
 
     figure = histogram_figure([5.0, 2.6, 2.6], 5.0)
     ticks = figure.axes[0].get_yticks()

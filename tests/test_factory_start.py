@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import CourseConfigError, load_course
+from grader.core.course import CourseConfigError, load_course
 from grader.harness.factory import PRELOAD, RankFactory
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.course import Exercise, Part
-from grader.gpucheck import _parity
+from grader.authoring.gpucheck import _parity
+from grader.core.course import Exercise, Part
+from grader.core.results import ExerciseResult, Status, TestResult
 from grader.harness.pool import Pool, WorldConfig
 from grader.harness.worker import WorkerSpec
-from grader.results import ExerciseResult, Status, TestResult
 
 REPO = Path(__file__).parent.parent
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import Course
-from grader.results import ExerciseResult, Status
+from grader.core.course import Course
+from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob
 from grader.runners.local import LocalRunner
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from grader.course import Course
-from grader.results import ExerciseResult
+from grader.core.course import Course
+from grader.core.results import ExerciseResult
 from grader.runners import GradeJob
 from grader.runners.local import LocalRunner
 

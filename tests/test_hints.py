@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.course import Course
-from grader.hints import HintsError, hints_for, load_hints
-from grader.progress import ProgressStore
+from grader.core.course import Course
+from grader.learner.hints import HintsError, hints_for, load_hints
+from grader.learner.progress import ProgressStore
 
 GOOD = (
     "# Hints: toy\n\n"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from test_grading_e2e import grade
 
-from grader.course import Course
+from grader.core.course import Course
+from grader.core.results import Status
 from grader.harness.remote import NODES_VAR, Switchboard
-from grader.results import Status
 from grader.runners.local import LocalRunner
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, grading
-from grader.course import Course
-from grader.progress import Attempt, ProgressError, ProgressStore, course_progress, file_hashes
+from grader import cli
+from grader.core.course import Course
+from grader.core.submission import file_hashes
+from grader.learner import grade as grading
+from grader.learner.progress import Attempt, ProgressError, ProgressStore, course_progress
 from grader.runners.local import LocalRunner
 
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"

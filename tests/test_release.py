@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.course import Course, load_course
-from grader.release import GENERIC_LINES, MIN_LEAK_CHARS, build_release, find_leaks, solution_lines
+from grader.authoring.release import GENERIC_LINES, MIN_LEAK_CHARS, build_release, find_leaks, solution_lines
+from grader.core.course import Course, load_course
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from grader import report
-from grader.results import ExerciseResult, Status, TestResult
+from grader.core.formats import to_gradescope, to_junit
+from grader.core.results import ExerciseResult, Status, TestResult
+from grader.learner.views import to_terminal
 
 RESULT = ExerciseResult(
     exercise="02",
@@ -56,7 +57,7 @@ RESULT = ExerciseResult(
 
 
 def test_gradescope_json_has_the_spec_fields_and_our_verdicts() -> None:
-    data = json.loads(json.dumps(report.to_gradescope(RESULT)))
+    data = json.loads(json.dumps(to_gradescope(RESULT)))
     assert (data["score"], data["max_score"], data["execution_time"]) == (1.5, 3.0, 3.5)  # blocked: worth 0
     first, second, third = data["tests"]
     assert first["status"] == "passed" and second["status"] == "failed" and second["verdict"] == "timeout"
@@ -70,7 +71,7 @@ def test_gradescope_json_has_the_spec_fields_and_our_verdicts() -> None:
 
 
 def test_junit_counts_failures_and_skips() -> None:
-    suite = ET.fromstring(report.to_junit(RESULT).split("?>", 1)[1])
+    suite = ET.fromstring(to_junit(RESULT).split("?>", 1)[1])
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
     failure = suite.find("testcase[@name='test_uneven[4ranks]']/failure")
     assert failure is not None and failure.get("type") == "timeout"
@@ -79,7 +80,7 @@ def test_junit_counts_failures_and_skips() -> None:
 
 def test_terminal_shows_each_failure_and_the_score() -> None:
     out = io.StringIO()
-    report.to_terminal(RESULT, Console(file=out, width=120, color_system=None))
+    to_terminal(RESULT, Console(file=out, width=120, color_system=None))
     text = out.getvalue()
     assert "[02.ring_allreduce] timed out after 10 s" in text
     assert "blocked: needs 8 GPUs" in text
@@ -91,8 +92,8 @@ def test_result_json_round_trip() -> None:
 
 
 def test_terminal_says_a_blocked_concept_is_not_graded_here_and_a_failed_one_is_lost() -> None:
-    from grader.course import Exercise, Part
-    from grader.scoring import score_by_concept
+    from grader.core.course import Exercise, Part
+    from grader.core.scoring import score_by_concept
 
     exercise = Exercise(
         number=2,
@@ -107,7 +108,7 @@ def test_terminal_says_a_blocked_concept_is_not_graded_here_and_a_failed_one_is_
     tests = tuple(replace(t, concept=t.part.split(".")[1]) for t in RESULT.tests)
     _, concepts = score_by_concept(tests, exercise)
     out = io.StringIO()
-    report.to_terminal(
+    to_terminal(
         replace(RESULT, tests=tests, concepts=concepts), Console(file=out, width=200, color_system=None)
     )
     text = out.getvalue()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox
-from grader.course import Course
-from grader.results import ExerciseResult, Status
+from grader.core import sandbox
+from grader.core.course import Course
+from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob
 from grader.runners.local import LocalRunner
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from grader.checkpoint import missed_concepts
-from grader.course import Course, CourseConfigError, load_course
-from grader.results import ExerciseResult, Status, TestResult
+from grader.core.course import Course, CourseConfigError, load_course
+from grader.core.results import ExerciseResult, Status, TestResult
+from grader.core.scoring import score_by_concept
+from grader.learner.checkpoint import missed_concepts
 from grader.runners import GradeJob
 from grader.runners.local import LocalRunner
-from grader.scoring import score_by_concept
 
 FIXTURE = Path(__file__).parent / "fixtures" / "concepts"
 

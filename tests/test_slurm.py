@@ -20,7 +20,7 @@ import pytest
 from test_batch_docker import make_batch
 
 from grader import cli
-from grader.course import Course
+from grader.core.course import Course
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
 
@@ -230,7 +230,7 @@ slurm:
 def test_course_yml_slurm_section_is_strict(tmp_path: Path) -> None:
     from test_course_yml import GOOD, error_of, write
 
-    from grader.course import load_course
+    from grader.core.course import load_course
 
     course = load_course(write(tmp_path, SLURM_COURSE + GOOD))
     assert (course.slurm.partition, course.slurm.sbatch, course.slurm.per_task) == (

@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
-from grader.course import Course
-from grader.stubs import StubError, render_stub, stale_stubs
+from grader.authoring.stubs import StubError, render_stub, stale_stubs
+from grader.core.course import Course
 
 
 def test_committed_stubs_match_generation(course: Course) -> None:

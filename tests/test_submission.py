@@ -5,7 +5,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from grader.submission import stage
+from grader.core.submission import stage
 
 
 def test_zip_with_a_top_folder_is_accepted_and_traversal_ignored(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from grader.watch import changes, watch
+from grader.learner.watch import changes, watch
 
 
 def test_a_save_is_reported_once(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from grader import sandbox
+from grader.core import sandbox
 from grader.harness.zygote import Factory, serve_preloaded
 
 ADDRESS_VAR = "DISTGPU_AGENT_ADDRESS"

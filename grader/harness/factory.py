@@ -20,8 +20,8 @@ from multiprocessing.connection import Connection, Pipe, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grader.core.sandbox import Sandbox, minimal_env
 from grader.harness.zygote import BOOTSTRAP, MAX_MESSAGE_BYTES
-from grader.sandbox import Sandbox, minimal_env
 
 if TYPE_CHECKING:
     from grader.harness.worker import WorkerSpec

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from grader.course import Concept, Course, Exercise, Part
+from grader.core.course import Concept, Course, Exercise, Part
+from grader.core.results import Status, TestResult
 from grader.harness.factory import FactoryError
 from grader.harness.outcomes import (
     Blocked,
@@ -33,7 +34,6 @@ from grader.harness.outcomes import (
 )
 from grader.harness.pool import Pools
 from grader.harness.testing import Hangs, World, comm_trace
-from grader.results import Status, TestResult
 
 
 class GradingPlugin:

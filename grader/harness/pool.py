@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from grader.core.sandbox import RankLimits, Sandbox
 from grader.harness import wire
 from grader.harness.factory import FactoryError, RankFactory, RankProcess
 from grader.harness.outcomes import (
@@ -29,7 +30,6 @@ from grader.harness.outcomes import (
 from grader.harness.remote import NodeRankFactory, Switchboard, judge_host
 from grader.harness.stacks import where_stuck
 from grader.harness.worker import WorkerSpec
-from grader.sandbox import RankLimits, Sandbox
 
 MAX_REPLY_BYTES = 1 << 30
 STACK_DUMP_WAIT_S = 1.0

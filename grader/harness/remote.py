@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from grader import SOURCE_ROOT
 from grader.harness import agent
 from grader.harness.factory import (
     ANSWER_TIMEOUT_S,
@@ -232,7 +233,7 @@ class NodeRankFactory:
             self._process = subprocess.Popen(
                 argv,
                 env=env,
-                cwd=Path(__file__).resolve().parents[2],
+                cwd=SOURCE_ROOT,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

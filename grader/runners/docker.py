@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import grader
-from grader.images import image_tag
-from grader.results import ExerciseResult, Status
-from grader.runners import GradeJob, SuiteError
-from grader.submission import stage
+from grader import SOURCE_ROOT
+from grader.core.results import ExerciseResult, Status
+from grader.core.submission import stage
+from grader.runners.images import image_tag
+from grader.runners.job import GradeJob, SuiteError
 
 HANDOFF_PREFIX = "distgpu-handoff-"
 """Host folders a container reads its submission from: ``<prefix><owner pid>-<random>`` in the temp dir."""
@@ -296,12 +296,11 @@ def _mounts(job: GradeJob, handoff: Path) -> list[Any]:
     def ro(source: Path, target: str) -> Mount:
         return Mount(target=target, source=str(source.resolve()), type="bind", read_only=True)
 
-    package_root = Path(grader.__file__).resolve().parent.parent
     return [
         ro(job.course.root, "/srv/judge/course"),
         ro(job.course.root / "exercises", "/opt/distgpu/exercises"),
-        ro(package_root / "grader", "/opt/distgpu/grader"),
-        ro(package_root / "coursekit", "/opt/distgpu/coursekit"),
+        ro(SOURCE_ROOT / "grader", "/opt/distgpu/grader"),
+        ro(SOURCE_ROOT / "coursekit", "/opt/distgpu/coursekit"),
         ro(handoff, "/handoff"),
     ]
 

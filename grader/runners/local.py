@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox
+from grader.core import sandbox
+from grader.core.results import ExerciseResult
+from grader.core.scoring import score_by_concept
+from grader.core.submission import stage
 from grader.harness.factory import RankFactory
 from grader.harness.plugin import GradingPlugin
 from grader.harness.pool import Pools, WorldConfig
 from grader.harness.remote import allocation_nodes
-from grader.results import ExerciseResult
-from grader.runners import GradeJob, SuiteError
-from grader.scoring import score_by_concept
-from grader.submission import stage
+from grader.runners.job import GradeJob, SuiteError
 
 RANK_PROCESSES = 4096
 """Processes and threads all ranks running as ``sandbox.RANK_UID`` may have together, host-wide."""

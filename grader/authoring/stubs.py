@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.course import Course, Exercise
+from grader.core.course import Course, Exercise
 
 BEGIN = "### BEGIN SOLUTION"
 _PLACEHOLDER = "@PART@"

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from grader.course import Course, Exercise
-from grader.records import Record, RecordStore
-from grader.results import ExerciseResult, Status
+from grader.classroom.records import Record, RecordStore
+from grader.core.course import Course, Exercise
+from grader.core.results import ExerciseResult, Status
+from grader.core.submission import why_invalid
 from grader.runners import SuiteError
-from grader.submission import why_invalid
 
 PROCESS_MARGIN_S = 120.0
 """Beyond the exercise's budget, for a grading process: interpreter, torch, container start."""
@@ -81,10 +81,10 @@ def check_request(folder: Path, *, workers: int | None, regrade: list[str]) -> l
 def how_code_runs(backend: str, *, allow_unsandboxed: bool) -> str:
     """One line saying where student code will run; ``ValueError`` when that would be unsandboxed as root
     and ``allow_unsandboxed`` is not given (the message names the three ways out)."""
-    from grader import sandbox
+    from grader.core import sandbox
 
     if backend == "docker":
-        from grader.images import image_tag
+        from grader.runners.images import image_tag
 
         image = image_tag("cpu")
         return f"student code runs in Docker ({image}): no network, memory and pid caps, ranks as nobody"

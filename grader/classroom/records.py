@@ -16,10 +16,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from grader.course import Course, Exercise
-from grader.progress import file_hashes
-from grader.results import ExerciseResult
-from grader.submission import stage
+from grader.core.course import Course, Exercise
+from grader.core.results import ExerciseResult
+from grader.core.submission import file_hashes, stage
 
 
 @dataclass(frozen=True)

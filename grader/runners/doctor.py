@@ -38,7 +38,7 @@ def _torch() -> Finding:
 
 
 def _sandbox() -> Finding:
-    from grader import sandbox
+    from grader.core import sandbox
 
     why_not = sandbox.probe()
     if why_not is None:
@@ -62,7 +62,7 @@ def _docker() -> Finding:
     try:
         import docker
 
-        from grader.images import image_tag
+        from grader.runners.images import image_tag
 
         client = docker.from_env(timeout=5)
         client.ping()

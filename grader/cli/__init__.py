@@ -6,17 +6,22 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from grader import grading, report
-from grader.course import Course, CourseConfigError, Exercise, load_course
-from grader.results import ExerciseResult
+from grader import SOURCE_ROOT
+from grader.authoring.check import check_exercise
+from grader.authoring.stubs import StubError, write_stubs
+from grader.classroom.grade import BatchOutcome, batch_grade, batch_todo
+from grader.classroom.outputs import batch_summary
+from grader.core.course import Course, CourseConfigError, Exercise, load_course
+from grader.core.formats import to_gradescope, to_junit
+from grader.core.results import ExerciseResult
+from grader.learner.grade import grade_exercise, last_result
+from grader.learner.views import checkpoint_summary, progress_tables, to_terminal
 from grader.runners import SuiteError, make_runner
-from grader.stubs import StubError, write_stubs
 
 EXAMPLES = """\
 examples:
@@ -235,7 +240,7 @@ def _add_run_options(
 
 
 def _find_course() -> Path:
-    for folder in (Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parent.parent):
+    for folder in (Path.cwd(), *Path.cwd().parents, SOURCE_ROOT):
         if (folder / "course.yml").is_file():
             return folder / "course.yml"
     raise ValueError("no course.yml here or in any parent folder; pass --course")
@@ -261,7 +266,7 @@ def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
 def _status(course: Course, exercise) -> str:  # type: ignore[no-untyped-def]
     if not exercise.parts:
         return "[dim]coming soon[/]"
-    last = grading.last_result(course, exercise)
+    last = last_result(course, exercise)
     if last is None:
         return "not graded yet"
     style = "green" if last.all_graded_passed else "yellow"
@@ -277,14 +282,14 @@ def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> 
         raise ValueError("--watch watches your own exercise folder: not with --solution or --submission")
     exercise = course.find(args.id)
     if args.submission is not None:
-        from grader.submission import why_invalid
+        from grader.core.submission import why_invalid
 
         reason = why_invalid(args.submission, exercise.files)
         if reason:
             raise ValueError(f"--submission {args.submission} cannot be graded: {reason}")
     code = _grade_and_report(args, course, exercise, console)
     if args.watch:
-        from grader.watch import watch
+        from grader.learner.watch import watch
 
         paths = [course.exercise_dir(exercise) / name for name in exercise.files]
         console.print(f"watching {', '.join(exercise.files)}: save to regrade, Ctrl-C to stop")
@@ -301,7 +306,7 @@ def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> 
 
 def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exercise, console: Console) -> int:
     with ProgressBar(console, f"grading {exercise.key}") as bar:
-        result = grading.grade_exercise(
+        result = grade_exercise(
             course=course,
             exercise=exercise,
             runner=make_runner(args.backend),
@@ -311,11 +316,11 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
             part=args.part,
             on_progress=bar.update,
         )
-    report.to_terminal(result, console)
+    to_terminal(result, console)
     if args.json:
-        args.json.write_text(json.dumps(report.to_gradescope(result), indent=2))
+        args.json.write_text(json.dumps(to_gradescope(result), indent=2))
     if args.junit:
-        args.junit.write_text(report.to_junit(result))
+        args.junit.write_text(to_junit(result))
     return 0 if result.all_graded_passed else 1
 
 
@@ -353,20 +358,20 @@ class ProgressBar:
 
 
 def cmd_progress(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.progress import ProgressStore, course_progress, progress_json
+    from grader.learner.progress import ProgressStore, course_progress, progress_json
 
     store = ProgressStore()
     sections = course_progress(course, store)
     if args.json:
         print(json.dumps(progress_json(sections), indent=1))
         return 0
-    report.progress_tables(sections, console)
+    progress_tables(sections, console)
     console.print(f"[dim]progress is kept in {store.path}[/]")
     return 0
 
 
 def cmd_checkpoint(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.checkpoint import run_checkpoint
+    from grader.learner.checkpoint import run_checkpoint
 
     section = course.section(args.section)
     with ProgressBar(console, "grading") as bar:
@@ -378,15 +383,15 @@ def cmd_checkpoint(args: argparse.Namespace, course: Course, console: Console) -
             on_exercise=lambda e: bar.describe(f"grading {e.key} {e.slug}"),
             on_progress=bar.update,
         )
-    report.checkpoint_summary(outcome, console)
+    checkpoint_summary(outcome, console)
     return 0 if outcome.passed else 1
 
 
 def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
     from rich.markdown import Markdown
 
-    from grader.hints import hints_for, progress_key
-    from grader.progress import ProgressError, ProgressStore
+    from grader.learner.hints import hints_for, progress_key
+    from grader.learner.progress import ProgressError, ProgressStore
 
     exercise = course.find(args.id)
     ladders = hints_for(course, exercise)
@@ -437,9 +442,7 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
     # One runner for the whole check: it keeps a rank factory per exercise, and closing ends the last one.
     with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
         for exercise in exercises:
-            found = grading.check_exercise(
-                course=course, exercise=exercise, runner=runner, device=args.device
-            )
+            found = check_exercise(course=course, exercise=exercise, runner=runner, device=args.device)
             ref, stub = found.reference, found.stubs
             figures = f"reference {ref.score:g}/{ref.max_score:g}, stubs {stub.score:g}/{stub.max_score:g}"
             timing = f"{ref.execution_time + stub.execution_time:.1f} s"
@@ -465,7 +468,7 @@ def _claimed(share: Path, exercise: Exercise) -> bool:
 
 
 def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.validate import CorpusError, validate_exercise
+    from grader.authoring.validate import CorpusError, validate_exercise
 
     if args.runs < 1:
         raise ValueError("--runs must be at least 1")
@@ -540,8 +543,8 @@ def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int
 
 
 def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.batch import check_request, how_code_runs, make_plan
-    from grader.gradebook import default_url
+    from grader.classroom.batch import check_request, how_code_runs, make_plan
+    from grader.classroom.gradebook import default_url
 
     exercise = course.find(args.exercise)
     out = args.out or Path("grades") / exercise.dirname
@@ -561,7 +564,7 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
     )
     progress = BatchProgressView(console)
     with progress:
-        outcome = grading.batch_grade(
+        outcome = batch_grade(
             plan=plan,
             submissions=args.submissions,
             out=out,
@@ -577,10 +580,10 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
 
 def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Path, console: Console) -> int:  # type: ignore[no-untyped-def]
     """The same batch, its gradings run as Slurm jobs (grader/slurm.py), or printed with --dry-run."""
-    from grader import slurm
-    from grader.batch import BatchPlan, discover
-    from grader.gradebook import default_url
-    from grader.records import RecordStore
+    from grader.classroom import slurm
+    from grader.classroom.batch import BatchPlan, discover
+    from grader.classroom.gradebook import default_url
+    from grader.classroom.records import RecordStore
 
     settings = slurm.merged_settings(
         course.slurm, partition=args.partition, account=args.account, qos=args.qos
@@ -591,9 +594,7 @@ def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Pat
     pool = slurm.SlurmPool(settings, out, flags=args.sbatch_arg, throttle=args.workers)
     if args.dry_run:
         store = RecordStore(out / "records", sweep=False)
-        todo = grading.batch_todo(
-            plan, discover(args.submissions), store, regrade=args.regrade, late=args.late
-        )
+        todo = batch_todo(plan, discover(args.submissions), store, regrade=args.regrade, late=args.late)
         console.print(slurm.dry_run(plan, pool, todo), markup=False, highlight=False, soft_wrap=True)
         return 0
     console.print(f"student code runs on the cluster's nodes ({settings.runner} runner)", soft_wrap=True)
@@ -601,7 +602,7 @@ def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Pat
     pool.on_queue = progress.note
     try:
         with progress:
-            outcome = grading.batch_grade(
+            outcome = batch_grade(
                 plan=plan,
                 submissions=args.submissions,
                 out=out,
@@ -619,10 +620,10 @@ def _batch_on_slurm(args: argparse.Namespace, course: Course, exercise, out: Pat
     return 0
 
 
-def _batch_report(outcome: grading.BatchOutcome, console: Console) -> None:
-    from grader.results import Status
+def _batch_report(outcome: BatchOutcome, console: Console) -> None:
+    from grader.core.results import Status
 
-    report.batch_summary(outcome.records, console)
+    batch_summary(outcome.records, console)
     this_run = set(outcome.graded)
     invalid = sum(r.result.verdict is Status.INVALID for r in outcome.records if r.student in this_run)
     current = len(outcome.records) - len(this_run)
@@ -681,7 +682,7 @@ class BatchProgressView:
 
 
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.gradebook import default_url, export_csv, open_gradebook
+    from grader.classroom.gradebook import default_url, export_csv, open_gradebook
 
     with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
         export_csv(gradebook, args.csv)
@@ -690,8 +691,8 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
 
 
 def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.class_report import write_report
-    from grader.records import RecordStore
+    from grader.classroom.class_report import write_report
+    from grader.classroom.records import RecordStore
 
     if not (args.grades / "records").is_dir():
         raise ValueError(f"{args.grades} is not a batch's folder (it has no records/); give grades/NN_slug")
@@ -703,7 +704,7 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
 
 
 def cmd_release(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.release import build_release
+    from grader.authoring.release import build_release
 
     leaks = build_release(course, args.out)
     for leak in leaks:
@@ -715,7 +716,7 @@ def cmd_release(args: argparse.Namespace, course: Course, console: Console) -> i
 
 
 def cmd_gradescope(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.exports import gradescope_zip
+    from grader.authoring.exports import gradescope_zip
 
     gradescope_zip(course, course.find(args.id), args.out)
     console.print(f"wrote {args.out}: upload it as the autograder (ranks run on CPU there: no GPUs)")
@@ -723,7 +724,7 @@ def cmd_gradescope(args: argparse.Namespace, course: Course, console: Console) -
 
 
 def cmd_prairielearn(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.exports import prairielearn_folder
+    from grader.authoring.exports import prairielearn_folder
 
     prairielearn_folder(course, course.find(args.id), args.out)
     console.print(
@@ -733,7 +734,7 @@ def cmd_prairielearn(args: argparse.Namespace, course: Course, console: Console)
 
 
 def cmd_doctor(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.doctor import examine
+    from grader.runners.doctor import examine
 
     table = Table("", "found", "what it means")
     for finding in examine():
@@ -746,7 +747,7 @@ def cmd_doctor(args: argparse.Namespace, course: Course, console: Console) -> in
 def cmd_image_build(args: argparse.Namespace, course: Course, console: Console) -> int:
     import docker
 
-    from grader.images import build_image
+    from grader.runners.images import build_image
 
     kind = "cuda" if args.cuda else "cpu"
     console.print(f"building the {kind} image (wheels are downloaded into the build context first)...")
@@ -758,7 +759,3 @@ def cmd_image_build(args: argparse.Namespace, course: Course, console: Console) 
     console.print(f"built {built.tag} ({built.image_id[:19]}) on {built.base}")
     console.print(f"  {built.size_mb:g} MB, {built.seconds:g} s")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

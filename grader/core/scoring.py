@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from grader.course import Exercise
-from grader.results import ConceptScore, Status, TestResult
+from grader.core.course import Exercise
+from grader.core.results import ConceptScore, Status, TestResult
 
 
 def score_by_concept(

@@ -10,7 +10,6 @@ it, say so, and go on, because a broken state file must never cost a grade.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import sqlite3
@@ -20,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.course import Course, Exercise, Section
+from grader.core.course import Course, Exercise, Section
 
 STATE_DIR_ENV = "DISTGPU_STATE_DIR"
 SCHEMA = """
@@ -66,15 +65,6 @@ def state_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_state_dir("distgpu", appauthor=False))
-
-
-def file_hashes(folder: Path, names: tuple[str, ...]) -> dict[str, str]:
-    """``{name: sha256 hex}`` of each file in ``folder``; '<missing>' for one that is not there."""
-    hashes = {}
-    for name in names:
-        path = folder / name
-        hashes[name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "<missing>"
-    return hashes
 
 
 def now() -> str:

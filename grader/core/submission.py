@@ -7,6 +7,7 @@ into a note for the student instead of an exception: a note explains, the missin
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import stat
 import tempfile
@@ -192,3 +193,12 @@ def _near_miss(name: str, source: Path) -> str:
     except OSError:
         return ""
     return f" (found {others[0]}: names are case-sensitive)" if others else ""
+
+
+def file_hashes(folder: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """``{name: sha256 hex}`` of each file in ``folder``; '<missing>' for one that is not there."""
+    hashes = {}
+    for name in names:
+        path = folder / name
+        hashes[name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "<missing>"
+    return hashes

@@ -23,11 +23,11 @@ from typing import Any
 
 import yaml
 
-from grader.course import Course, Exercise
-from grader.grading import stub_problems
-from grader.results import ExerciseResult, Status
+from grader.authoring.check import stub_problems
+from grader.authoring.stubs import fresh_stubs
+from grader.core.course import Course, Exercise
+from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob, Runner
-from grader.stubs import fresh_stubs
 
 BUG_KEYS = {"name", "why", "file", "replace", "with", "concept", "loses", "keeps", "verdict", "message"}
 """What a bug-corpus entry may say (docs/authoring.md); name, why, file, replace, with, concept: always."""

@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from grader.records import Record
-from grader.results import ExerciseResult, Status, TestResult
+from grader.classroom.records import Record
+from grader.core.results import ExerciseResult, Status, TestResult
 
 NEGATIVE_DISCRIMINATION = 0.0
 """An item whose discrimination is below this is flagged: stronger students fail it more often."""

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from grader.course import Course
+from grader.core.course import Course
 
 SHIPPED = (
     "README.md",

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from grader.course import Exercise
+from grader.core.course import Exercise
 
 
 class Status(StrEnum):

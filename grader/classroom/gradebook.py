@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from grader.course import Course, Exercise
-from grader.results import ExerciseResult, Status, TestResult
+from grader.core.course import Course, Exercise
+from grader.core.results import ExerciseResult, Status, TestResult
 
 COMMENT_CELL = "submission"
 """The solution cell whose comment says why an upload was not graded."""

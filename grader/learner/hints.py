@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.course import Course, Exercise
+from grader.core.course import Course, Exercise
 
 HINTS_FILE = "hints.md"
 _PART = re.compile(r"^## Part (\w+)\s*$")

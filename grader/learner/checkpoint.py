@@ -15,10 +15,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from grader import grading
-from grader.course import Course, Exercise, Section
-from grader.progress import CheckpointRow, ProgressError, ProgressStore, file_hashes, now
-from grader.results import ExerciseResult, Status
+from grader.core.course import Course, Exercise, Section
+from grader.core.results import ExerciseResult, Status
+from grader.core.submission import file_hashes
+from grader.learner.grade import grade_exercise
+from grader.learner.progress import CheckpointRow, ProgressError, ProgressStore, now
 from grader.runners import Runner
 
 RECORDS_DIR = ".grade/checkpoints"
@@ -62,7 +63,7 @@ def run_checkpoint(
     for exercise in (e for e in section.exercises if e.parts):
         on_exercise(exercise)
         results.append(
-            grading.grade_exercise(
+            grade_exercise(
                 course=course,
                 exercise=exercise,
                 runner=runner,

@@ -21,11 +21,10 @@ from typing import Any
 
 import yaml
 
-import grader
-from grader.course import Course, Exercise, load_course
-from grader.release import IGNORED
+from grader import SOURCE_ROOT
+from grader.authoring.release import IGNORED
+from grader.core.course import Course, Exercise, load_course
 
-PACKAGE_ROOT = Path(grader.__file__).resolve().parent.parent
 PACKAGES = ("grader", "coursekit")
 PUBLIC = ("grader", "coursekit", "exercises")
 """What ranks (nobody) may read: no solutions/ and no course.yml among them."""
@@ -94,7 +93,7 @@ def trimmed_course(course: Course, exercise: Exercise, dest: Path) -> None:
     the same exercise (a course.yml key this trimming does not know must not ship a grader that fails)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in PACKAGES:  # the grader that runs here, whichever course it grades
-        shutil.copytree(PACKAGE_ROOT / name, dest / name, ignore=IGNORED)
+        shutil.copytree(SOURCE_ROOT / name, dest / name, ignore=IGNORED)
     for folder in (course.exercise_dir(exercise), course.solution_dir(exercise)):
         if folder.is_dir():
             shutil.copytree(folder, dest / folder.relative_to(course.root), ignore=IGNORED)
@@ -152,26 +151,3 @@ def prairielearn_folder(course: Course, exercise: Exercise, out: Path) -> None:
         }
     }
     (out / "info-snippet.json").write_text(json.dumps(options, indent=2) + "\n")
-
-
-def to_prairielearn(gradescope: dict) -> dict:  # type: ignore[type-arg]
-    """PrairieLearn's results.json from our Gradescope results.json (score as a fraction). An upload that
-    was not graded is ``gradable: false``: PrairieLearn then charges the student no attempt."""
-    if gradescope.get("extra_data", {}).get("invalid"):
-        return {"gradable": False, "score": 0.0, "message": gradescope.get("output", ""), "tests": []}
-    total = gradescope["max_score"] or 1.0
-    return {
-        "gradable": True,
-        "score": gradescope["score"] / total,
-        "message": gradescope.get("output", ""),
-        "tests": [
-            {
-                "name": t["name"],
-                "points": t["score"],
-                "max_points": t["max_score"],
-                "output": t["output"],
-                "message": t["verdict"],
-            }
-            for t in gradescope["tests"]
-        ],
-    }

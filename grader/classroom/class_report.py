@@ -21,9 +21,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from grader.item_analysis import ClassAnalysis, analyze
-from grader.records import Record, RecordStore
-from grader.results import Status
+from grader.classroom.item_analysis import ClassAnalysis, analyze
+from grader.classroom.records import Record, RecordStore
+from grader.core.results import Status
 
 SALT_FILE = ".pseudonym-salt"
 REPORT_DIR = "report"
@@ -116,7 +116,7 @@ def _class_page(a: ClassAnalysis, name: dict[str, str]) -> str:
 
 
 def _histogram(a: ClassAnalysis, summary: dict[str, float]) -> str:
-    from grader.report import histogram_figure
+    from grader.classroom.outputs import histogram_figure
 
     alt = "no graded submission"
     if summary:

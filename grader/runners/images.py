@@ -11,7 +11,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-CONTAINERS = Path(__file__).resolve().parent.parent / "containers"
+from grader import SOURCE_ROOT
+
+CONTAINERS = SOURCE_ROOT / "containers"
 TORCH = "torch==2.13.0"
 REQUIREMENTS = ["pytest>=8.0", "pyyaml>=6.0", "rich>=13.0", "numpy"]
 """What the judge and the ranks import inside the image, besides torch (the grader itself is mounted)."""

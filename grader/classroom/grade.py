@@ -1,0 +1,134 @@
+"""Grade a class: every stale submission of one exercise, then the gradebook and the reports."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.classroom.batch import (
+    BatchPlan,
+    BatchPool,
+    LocalPool,
+    PendingGrade,
+    Submission,
+    discover,
+    set_aside_invalid,
+)
+from grader.classroom.class_report import write_report
+from grader.classroom.gradebook import open_gradebook
+from grader.classroom.gradebook import record as record_grade
+from grader.classroom.outputs import write_batch_outputs
+from grader.classroom.records import Record, RecordStore, keyed_files, suite_hash
+from grader.core.results import ExerciseResult
+from grader.runners import SuiteError
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    records: list[Record]
+    graded: list[str]
+    """Students graded in this run (the others had a current record)."""
+    out: Path
+
+
+def batch_grade(
+    *,
+    plan: BatchPlan,
+    submissions: Path,
+    out: Path,
+    regrade: list[str],
+    gradebook_url: str,
+    late: bool,
+    on_start: Callable[[int], None],
+    on_result: Callable[[str, ExerciseResult], None],
+    pool: BatchPool | None = None,
+) -> BatchOutcome:
+    """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
+    gradebook, CSV, results.json, PNG. An upload that cannot be graded gets an ``invalid`` record without
+    reaching the pool. Only this process writes the gradebook and the reports."""
+    pool = pool or LocalPool()
+    found = discover(submissions)
+    store = RecordStore(out / "records")
+    todo = batch_todo(plan, found, store, regrade=regrade, late=late)
+    reference = _graded_reference(plan, out, pool)
+    on_start(len(todo))
+    pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
+    current = {s.student for s in found}
+    records = [r for r in store.all() if r.student in current]
+    _write_gradebook(plan, records, reference, gradebook_url)
+    write_batch_outputs(records, out, plan.exercise.points)
+    if records:
+        write_report(out, deadline=plan.exercise.deadline)
+    return BatchOutcome(records, [p.submission.student for p in todo], out)
+
+
+def batch_todo(
+    plan: BatchPlan, found: list[Submission], store: RecordStore, *, regrade: list[str], late: bool
+) -> list[PendingGrade]:
+    """The submissions in ``found`` with no current record in ``store``, plus those named in ``regrade``."""
+    unknown = sorted(set(regrade) - {s.student for s in found})
+    if unknown:
+        raise ValueError(f"--regrade: no submission for {', '.join(unknown)}")
+    suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
+    todo = []
+    for submission in found:
+        key, files = keyed_files(submission.path, plan.exercise, suite, runner_id)
+        if submission.student in regrade or _stale(store.get(submission.student), key):
+            submitted = submission.submitted.isoformat() if late and submission.submitted else None
+            todo.append(PendingGrade(submission, key, submitted, files))
+    return todo
+
+
+def _stale(record: Record | None, key: str) -> bool:
+    return record is None or record.key != key
+
+
+def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool) -> ExerciseResult:
+    """The reference's result under the current suite (cached in out/); refuse to go on unless it is 100 %."""
+    cache = RecordStore(out / "reference")
+    key = suite_hash(plan.course, plan.exercise) + _runner_id(plan.backend)
+    cached = cache.get("reference")
+    if cached is not None and cached.key == key:
+        return cached.result
+    result = pool.reference(plan)
+    if not result.all_graded_passed:
+        raise SuiteError(
+            f"the reference scores {result.score:g} / {result.max_score:g} under this suite, so students "
+            "would be graded wrong; fix the suite (`grade check`) before grading a batch"
+        )
+    cache.put(Record("reference", key, result, None))
+    return result
+
+
+def _runner_id(backend: str) -> str:
+    if backend != "docker":
+        return backend
+    import docker
+
+    from grader.images import image_tag
+
+    return docker.from_env().images.get(image_tag("cpu")).id
+
+
+def _write_gradebook(plan: BatchPlan, records: list[Record], reference: ExerciseResult, url: str) -> None:
+    """Upsert every record (idempotent), so a kill between a record and its gradebook row heals on rerun."""
+    deadline = plan.exercise.deadline
+    with open_gradebook(url, course_id=plan.course.title) as gradebook:
+        for record in records:
+            submitted = dt.datetime.fromisoformat(record.submitted) if record.submitted else None
+            record_grade(
+                gradebook,
+                exercise=plan.exercise,
+                cells=list(reference.tests),
+                student=record.student,
+                result=record.result,
+                submitted=_naive_utc(submitted),
+                duedate=_naive_utc(deadline),
+            )
+
+
+def _naive_utc(moment: dt.datetime | None) -> dt.datetime | None:
+    """nbgrader stores naive UTC times."""
+    return moment.astimezone(dt.UTC).replace(tzinfo=None) if moment else None

@@ -1,0 +1,186 @@
+"""What a learner sees on the terminal: an exercise's result, progress tables, a checkpoint's verdict."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from grader.core.formats import STYLES
+from grader.core.results import ExerciseResult, Status, TestResult
+
+if TYPE_CHECKING:
+    from grader.learner.checkpoint import CheckpointOutcome
+    from grader.learner.progress import ExerciseProgress, SectionProgress
+
+
+def to_terminal(result: ExerciseResult, console: Console) -> None:
+    """A table per part, then each distinct failure message once, then the score."""
+    console.print(f"[bold]Exercise {result.exercise}: {result.title}[/]  ({result.graded}; {result.device})")
+    for part in dict.fromkeys(t.part for t in result.tests):
+        console.print(_part_table(part, [t for t in result.tests if t.part == part]))
+    for tests in grouped_failures(result.tests).values():
+        console.print(Text(tests[0].output), soft_wrap=True)
+        if len(tests) > 1:
+            console.print(f"  [dim]the same {_where(tests)}[/]")
+    for concept in result.concepts:
+        if not concept.earned and concept.max_score:
+            failed = concept.tests - concept.passed
+            blocked = [t for t in result.tests if (t.part, t.concept) == (concept.part, concept.name)]
+            if all(t.status in (Status.PASSED, Status.BLOCKED) for t in blocked):
+                console.print(
+                    f"[yellow]not graded here[/]: {concept.max_score:.3g} point"
+                    f"{'' if concept.max_score == 1 else 's'} of [bold]{concept.part}: {concept.name}[/] "
+                    f"({failed} of {concept.tests} tests blocked: {_first_output(blocked)})",
+                    soft_wrap=True,
+                )
+                continue
+            console.print(
+                f"[red]lost {concept.max_score:.3g} point{'' if concept.max_score == 1 else 's'}[/] on "
+                f"[bold]{concept.part}: {concept.name}[/]"
+                f" ({failed} of {concept.tests} tests not passed)"
+                + (f"\n  {concept.idea}" if concept.idea else ""),
+                soft_wrap=True,
+            )
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    style = "bold green" if result.all_graded_passed else "bold"
+    console.print(
+        f"[{style}]Score: {result.score:g} / {result.max_score:g}[/]  in {result.execution_time:.1f} s"
+    )
+
+
+def _first_output(tests: list[TestResult]) -> str:
+    return next((t.output for t in tests if t.status is Status.BLOCKED), "")
+
+
+_WHERE = re.compile(r"^\[(\S+)(?: rank \d+/\d+)?\] ")
+_ALSO_FAILED = re.compile(r"; rank\(s\) [\d, ]+ failed too")
+
+
+def grouped_failures(tests: tuple[TestResult, ...]) -> dict[str, list[TestResult]]:
+    """Failures by message, where messages equal but for the rank and world size they name are one; the
+    first test of each group is the one to show."""
+    groups: dict[str, list[TestResult]] = {}
+    for test in tests:
+        if test.status is not Status.PASSED and test.output:
+            text = _ALSO_FAILED.sub("", _WHERE.sub(r"[\1] ", test.output, count=1), count=1)
+            groups.setdefault(text, []).append(test)
+    return groups
+
+
+def _where(tests: list[TestResult]) -> str:
+    sizes = sorted({t.world_size for t in tests if t.world_size})
+    ranks = f" at {', '.join(map(str, sizes))} ranks" if sizes else ""
+    names = sorted({t.name.split("[")[0] for t in tests})
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return f"in {len(tests)} tests{ranks}: {shown}"
+
+
+def _part_table(part: str, tests: list[TestResult]) -> Table:
+    earned, total = sum(t.score for t in tests), sum(t.max_score for t in tests)
+    table = Table(title=f"{part}: {earned:.3g} / {total:.3g}", title_justify="left", expand=False)
+    for column in ("#", "test", "suite", "ranks", "result", "points"):
+        table.add_column(column)
+    for t in tests:
+        table.add_row(
+            t.number,
+            t.name,
+            t.suite,
+            str(t.world_size or ""),
+            Text(str(t.status), style=STYLES[t.status]),
+            f"{t.score:.3g}/{t.max_score:.3g}",
+        )
+    return table
+
+
+def progress_tables(sections: list[SectionProgress], console: Console) -> None:
+    """One table per section (its checkpoint in the title), then a line of totals. Every status is a word,
+    so the tables read the same without colour."""
+    for section in sections:
+        table = Table(title=_section_title(section), title_justify="left")
+        for column in ("#", "exercise", "best", "last attempt", "done", "hints"):
+            table.add_column(column)
+        for e in section.exercises:
+            table.add_row(e.key, e.title, _best(e), _last(e), "[green]done[/]" if e.done else "", _hints(e))
+        console.print(table)
+    exercises = [e for s in sections for e in s.exercises]
+    passed = sum(s.checkpoint == "passed" for s in sections)
+    with_checkpoint = sum(s.checkpoint != "none" for s in sections)
+    console.print(
+        f"{sum(e.done for e in exercises)} of {len(exercises)} exercises done, "
+        f"{passed} of {with_checkpoint} checkpoints passed"
+    )
+
+
+def _section_title(section: SectionProgress) -> str:
+    head = f"{section.number}. {section.title}"
+    if section.threshold is None:
+        return head
+    needs = f"needs {section.threshold:.0%}"
+    if section.checkpoint == "passed":
+        return f"{head}  [bold green]checkpoint passed[/] {section.checkpoint_time} ({needs})"
+    if section.checkpoint == "not passed":
+        return f"{head}  [yellow]checkpoint not passed yet[/] ({needs}; `grade checkpoint {section.number}`)"
+    return f"{head}  checkpoint not attempted ({needs}; `grade checkpoint {section.number}`)"
+
+
+def _best(e: ExerciseProgress) -> str:
+    if not e.gradable:
+        return "[dim]coming soon[/]"
+    return "-" if e.best is None else f"{e.best:g} / {e.max_score:g}"
+
+
+def _last(e: ExerciseProgress) -> str:
+    if e.last is None:
+        return "-"
+    when = e.last.time.replace("T", " ")[:16]
+    part = f" ({e.last.part.split('.', 1)[1]} only)" if e.last.part else ""
+    return f"{e.last.score:g} / {e.last.max_score:g}{part}, {when} UTC"
+
+
+def _hints(e: ExerciseProgress) -> str:
+    return f"{e.hints_used} used" if e.hints_used else ""
+
+
+def checkpoint_summary(outcome: CheckpointOutcome, console: Console) -> None:
+    """Each exercise's score, the verdict against the threshold, what the learner can now do, the record."""
+    section = outcome.section
+    assert section.checkpoint is not None
+    for result in outcome.results:
+        blocked = sum(t.max_score for t in result.tests if t.status is Status.BLOCKED)
+        mark = "[green]full marks[/]" if result.all_graded_passed else "[yellow]not yet[/]"
+        mark += f" ({blocked:g} not graded here)" if blocked else ""
+        console.print(f"  {result.exercise} {result.title}: {result.score:g} / {result.max_score:g}  {mark}")
+    share = outcome.score / outcome.max_score if outcome.max_score else 0.0
+    figures = (
+        f"{outcome.score:g} / {outcome.max_score:g} ({share:.0%}; needs {section.checkpoint.threshold:.0%})"
+    )
+    if outcome.not_graded:
+        points = f"{outcome.not_graded:g} point{'' if outcome.not_graded == 1 else 's'}"
+        figures += f"; {points} not graded here: their parts need a GPU"
+    if outcome.passed:
+        console.print(f"[bold green]Checkpoint {section.number} passed:[/] {figures}")
+        console.print(f"What you can do now: {section.checkpoint.summary}", markup=False)
+    else:
+        console.print(f"[bold]Checkpoint {section.number} not passed yet:[/] {figures}")
+        if outcome.missed:
+            console.print(
+                "Every concept of the section must be earned; these are not yet (each one alone keeps the "
+                "checkpoint from passing):",
+                markup=False,
+            )
+            for concept in outcome.missed:
+                console.print(f"  - {concept}", markup=False)
+        todo = [r.exercise for r in outcome.results if not r.all_graded_passed]
+        console.print("Work on " + ", ".join(f"`grade exercise {key}`" for key in todo))
+    public_only = [r.exercise for r in outcome.results if all(t.suite == "public" for t in r.tests)]
+    if public_only:
+        which = ", ".join(public_only)
+        console.print(f"[yellow]note:[/] {which}: public checks only (the hidden tests run when you submit)")
+    for note in outcome.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(f"record (with the hashes of your files): {outcome.record_path}", markup=False)
