@@ -87,7 +87,10 @@ class Cluster:
     @cached_property
     def peak_flops(self) -> float:
         """Dense bf16 tensor-core flop/s of one GPU."""
-        return load().gpus[self.gpu].bf16_dense_tflops * 1e12
+        tflops = load().gpus[self.gpu].bf16_dense_tflops
+        if tflops is None:  # hardware.yml's null: the GPU has no bf16 tensor cores (V100)
+            raise TypeError(f"{self.gpu} has no bf16 tensor cores (bf16_dense_tflops is null): no peak_flops")
+        return tflops * 1e12
 
     @cached_property
     def nvlink_gb_s(self) -> float:

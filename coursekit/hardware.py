@@ -315,7 +315,7 @@ def _parse(raw: Any, filename: str) -> Catalogue:
     if not isinstance(raw, dict) or sorted(raw) != sorted(_TABLES):
         got = sorted(raw) if isinstance(raw, dict) else raw
         raise HardwareCatalogueError(f"{filename}: expected exactly the tables {sorted(_TABLES)}, got {got}")
-    tables = {}
+    tables: dict[str, Mapping[str, Any]] = {}  # each table holds entries of its own class (_TABLES)
     for table, cls in _TABLES.items():
         if not isinstance(raw[table], dict):
             raise HardwareCatalogueError(f"{filename}: {table}: expected a mapping of entries")
@@ -370,16 +370,16 @@ def _validate(cat: Catalogue, f: str) -> None:
                 _fail(ok, f"{f}: {t}.{k}", "lanes x lane_gbit_s != gbit_s")
     for k, s in cat.switches.items():
         _validate_switch(cat, s, f"{f}: switches.{k}")
-    for k, n in cat.nodes.items():
+    for k, node in cat.nodes.items():
         w = f"{f}: nodes.{k}"
-        _fail(n.gpu in cat.gpus, w + ".gpu", f"{n.gpu!r} is not in gpus")
-        _fail(n.pcie in cat.pcie, w + ".pcie", f"{n.pcie!r} is not in pcie")
-        _fail(n.nvswitch is None or n.nvswitch in cat.switches, w + ".nvswitch", "not in switches")
-        _fail(n.nic_kind in ("infiniband", "ethernet"), w + ".nic_kind", "expected infiniband or ethernet")
-        _fail(n.nic in getattr(cat, n.nic_kind), w + ".nic", f"{n.nic!r} is not in {n.nic_kind}")
-        _fail(1 <= n.nvlink_domain_gpus <= n.gpus, w + ".nvlink_domain_gpus", "expected 1..gpus")
-        nvlinked = cat.gpus[n.gpu].nvlink is not None
-        _fail(n.nvlink_domain_gpus == 1 or nvlinked, w, "an NVLink domain needs a GPU with NVLink")
+        _fail(node.gpu in cat.gpus, w + ".gpu", f"{node.gpu!r} is not in gpus")
+        _fail(node.pcie in cat.pcie, w + ".pcie", f"{node.pcie!r} is not in pcie")
+        _fail(node.nvswitch is None or node.nvswitch in cat.switches, w + ".nvswitch", "not in switches")
+        _fail(node.nic_kind in ("infiniband", "ethernet"), w + ".nic_kind", "expected infiniband or ethernet")
+        _fail(node.nic in getattr(cat, node.nic_kind), w + ".nic", f"{node.nic!r} is not in {node.nic_kind}")
+        _fail(1 <= node.nvlink_domain_gpus <= node.gpus, w + ".nvlink_domain_gpus", "expected 1..gpus")
+        nvlinked = cat.gpus[node.gpu].nvlink is not None
+        _fail(node.nvlink_domain_gpus == 1 or nvlinked, w, "an NVLink domain needs a GPU with NVLink")
 
 
 def _validate_switch(cat: Catalogue, s: Switch, w: str) -> None:

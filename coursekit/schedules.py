@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from coursekit.hardware import load as load_hardware
 
@@ -139,13 +139,14 @@ def simulate(s: Schedule) -> list[list[Holding]]:
             if ops == ["copy"]:
                 buf[dst][chunk] = before[steps[0].src][chunk]
             else:
-                if before[dst][chunk] is None:
+                held = before[dst][chunk]
+                if held is None:
                     raise ScheduleError(
                         f"round {i}: {tuple(steps[0])}: reduces into a chunk rank {dst} does not hold"
                     )
-                total = list(before[dst][chunk])  # type: ignore[arg-type]
-                for st in steps:
-                    total += before[st.src][chunk]  # type: ignore[operator]
+                total = list(held)
+                for st in steps:  # every source holds its chunk: checked above
+                    total += cast(tuple[int, ...], before[st.src][chunk])
                 buf[dst][chunk] = tuple(sorted(total))
     return buf
 
@@ -288,6 +289,7 @@ def execute(s: Schedule, tensor: Any, group: Any = None) -> None:
                 requests.append(dist.irecv(incoming, peer(step.src), group=group, tag=tag))
                 arrived.append((step, incoming))
         for request in requests:
+            assert request is not None  # isend/irecv return None only on a rank outside `group`
             request.wait()
         for step, incoming in arrived:
             if step.op == "copy":

@@ -76,8 +76,9 @@ class SGD:
             if p.grad is None:
                 continue
             v = self.velocity[i]
-            self.velocity[i] = p.grad.clone() if v is None else v.mul_(self.momentum).add_(p.grad)
-            p.add_(self.velocity[i], alpha=-self.lr)  # the same ops as torch's, so the same bits
+            v = p.grad.clone() if v is None else v.mul_(self.momentum).add_(p.grad)
+            self.velocity[i] = v
+            p.add_(v, alpha=-self.lr)  # the same ops as torch's, so the same bits
 
     def zero_grad(self) -> None:
         for p in self.params:

@@ -25,6 +25,11 @@ setting) and is delivered when a receive is posted; with a finite ``rnr_retry`` 
 and the WR completes with IBV_WC_RNR_RETRY_EXC_ERR. Packets to an unreachable or not-ready QP, or with the
 wrong PSN, count as lost: the requester completes with IBV_WC_RETRY_EXC_ERR. Atomics, SRQs, memory windows
 and UD/UC QPs are not modelled.
+
+Where it lives: this module holds the verbs, and every public name is reachable from it. The constants, names
+and C structs are in ``coursekit.verbs_defs``; the objects (Fabric, ibv_context, ibv_pd, ibv_mr, ibv_cq,
+ibv_qp) in ``coursekit.verbs_objects``; the state machine's tables in ``coursekit.verbs_states``; the wire
+that carries posted work to the responder in ``coursekit.verbs_wire``.
 """
 
 # ruff: noqa: F405  (the constants and structs come from coursekit.verbs_defs by *)
@@ -37,130 +42,9 @@ from dataclasses import replace
 from coursekit import verbs_wire as _wire
 from coursekit.verbs_defs import *  # noqa: F403  (the public constants and structs live there)
 from coursekit.verbs_defs import _WC_OPCODE, _check
-
-# ---------------------------------------------------------------------------------------------------------
-# objects: a fabric of devices (one per simulated host), PDs, MRs, CQs, QPs
-
-
-class Fabric:
-    """The network between simulated hosts. ``link_layer`` is 'infiniband' or 'ethernet' (RoCE).
-
-    InfiniBand: the subnet manager gives port k the LID k+1; one GID (type IB). Ethernet: LID 0 and the usual
-    mlx5 GID table (``show_gids``): 0 RoCE v1 and 1 RoCE v2 on the link-local fe80:: address, 2 RoCE v1 and
-    3 RoCE v2 on the IPv4-mapped address. ``routed`` puts every host in its own IP subnet behind a router:
-    only RoCE v2 with a routable (IPv4-mapped) GID crosses it. ``eth_mtu`` sets the RoCE path MTU the way the
-    kernel's ``iboe_get_mtu`` does: the largest IB MTU <= eth_mtu - 96 bytes of RoCE headers.
-    """
-
-    def __init__(self, link_layer: str = "infiniband", *, routed: bool = False, eth_mtu: int = 4200) -> None:
-        if link_layer not in ("infiniband", "ethernet"):
-            raise ValueError(f"link_layer must be 'infiniband' or 'ethernet', got {link_layer!r}")
-        self.link_layer = IBV_LINK_LAYER_INFINIBAND if link_layer == "infiniband" else IBV_LINK_LAYER_ETHERNET
-        self.routed = routed
-        self.eth_mtu = eth_mtu
-        self.devices: list[ibv_context] = []
-
-    def open_device(self, name: str) -> ibv_context:
-        """ibv_open_device() on a new host's HCA, e.g. ``fabric.open_device("hostA/mlx5_0")``."""
-        ctx = ibv_context(self, name, len(self.devices))
-        self.devices.append(ctx)
-        return ctx
-
-    def _qps(self) -> list[ibv_qp]:
-        return [qp for ctx in self.devices for qp in ctx._qps.values()]
-
-
-class ibv_context:
-    """One host's RDMA device (port 1 only) with its own virtual address space and key space."""
-
-    def __init__(self, fabric: Fabric, name: str, index: int) -> None:
-        self.fabric, self.name, self._index = fabric, name, index
-        self._next_addr = 0x7F0000000000 + index * 0x10000000000  # hosts' address spaces differ
-        self._bases: dict[int, tuple[bytearray, int]] = {}
-        self._mrs: dict[int, ibv_mr] = {}  # by lkey and by rkey
-        self._qps: dict[int, ibv_qp] = {}
-        self._nkeys = 0
-        if fabric.link_layer == IBV_LINK_LAYER_INFINIBAND:
-            self.lid = index + 1
-            self.gids = [(f"fe80::2:c903:0:{index + 1:x}", IBV_GID_TYPE_IB)]
-            self.active_mtu = IBV_MTU_4096
-        else:
-            self.lid = 0
-            ip = f"10.{index + 1}.0.1" if fabric.routed else f"10.0.0.{index + 1}"
-            local, mapped = f"fe80::a00:ff:fe00:{index + 1:x}", f"::ffff:{ip}"
-            self.gids = [(local, IBV_GID_TYPE_ROCE_V1), (local, IBV_GID_TYPE_ROCE_V2),
-                         (mapped, IBV_GID_TYPE_ROCE_V1), (mapped, IBV_GID_TYPE_ROCE_V2)]  # fmt: skip
-            # linux include/rdma/ib_addr.h iboe_get_mtu: 96 = GRH 40 + UDP 8 + BTH 12 + XRC 4
-            # + AtomicETH 28 + ICRC 4 (sizes from include/rdma/ib_pack.h)
-            room = fabric.eth_mtu - 96
-            self.active_mtu = max((m for m in range(1, 6) if mtu_bytes(m) <= room), default=0)
-
-    def _base(self, buf: bytearray) -> int:
-        if id(buf) not in self._bases:
-            self._bases[id(buf)] = (buf, self._next_addr)  # keeps buf alive: its id stays unique
-            self._next_addr += (len(buf) // 4096 + 2) * 4096
-        return self._bases[id(buf)][1]
-
-    def __repr__(self) -> str:
-        return f"ibv_context({self.name!r})"
-
-
-class ibv_pd:
-    def __init__(self, context: ibv_context) -> None:
-        self.context = context
-        self._users = 0
-
-
-class ibv_mr:
-    """A registered buffer: ``addr``/``length`` in the host's virtual addresses, ``lkey``/``rkey``, access."""
-
-    def __init__(self, pd: ibv_pd, buf: bytearray, access: int, lkey: int, rkey: int) -> None:
-        self.context, self.pd, self.access = pd.context, pd, access
-        self.addr, self.length = pd.context._base(buf), len(buf)
-        self.lkey, self.rkey = lkey, rkey
-        self._view: memoryview | None = memoryview(buf)  # pins buf: it cannot be resized while registered
-
-    def __repr__(self) -> str:
-        return f"ibv_mr(addr={self.addr:#x}, length={self.length}, lkey={self.lkey:#x}, rkey={self.rkey:#x})"
-
-
-class ibv_cq:
-    def __init__(self, context: ibv_context, cqe: int) -> None:
-        self.context, self.cqe = context, cqe
-        self._entries: deque[ibv_wc] = deque()
-        self._users = 0
-        self._overrun = False
-
-    def _push(self, wc: ibv_wc) -> None:
-        if len(self._entries) >= self.cqe:
-            self._overrun = True  # real verbs: IBV_EVENT_CQ_ERR; the completion is lost
-            return
-        self._entries.append(wc)
-
-
-class ibv_qp:
-    """An RC queue pair. ``state`` is read-only: only ibv_modify_qp changes it, and ``transitions`` logs
-    every successful ibv_modify_qp as (old state, new state, attr_mask)."""
-
-    def __init__(self, pd: ibv_pd, init: ibv_qp_init_attr, qp_num: int) -> None:
-        self.context, self.pd, self.qp_num, self.qp_type = pd.context, pd, qp_num, init.qp_type
-        self.send_cq, self.recv_cq, self.sq_sig_all = init.send_cq, init.recv_cq, init.sq_sig_all
-        self.cap = replace(init.cap)
-        self.transitions: list[tuple[int, int, int]] = []
-        self._state = IBV_QPS_RESET
-        self._attr = ibv_qp_attr()
-        self._sq: deque[ibv_send_wr] = deque()
-        self._rq: deque[ibv_recv_wr] = deque()
-        self._next_psn = self._expected_psn = 0
-        self._sq_posted = self._sq_freed = 0  # send slots are freed when a completion is POLLED (see below)
-
-    @property
-    def state(self) -> int:
-        return self._state
-
-    def __repr__(self) -> str:
-        return f"ibv_qp(qp_num={self.qp_num:#x}, state={state_name(self._state)})"
-
+from coursekit.verbs_objects import Fabric as Fabric  # re-exported: a simulation starts with v.Fabric()
+from coursekit.verbs_objects import ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_init_attr
+from coursekit.verbs_states import _ALL_ACCESS, _RANGES, _TRANSITIONS
 
 # ---------------------------------------------------------------------------------------------------------
 # device, PD, MR and CQ verbs
@@ -267,63 +151,7 @@ def ibv_destroy_qp(qp: ibv_qp) -> None:
     qp.recv_cq._users -= 1
 
 
-_RESET, _INIT, _RTR, _RTS, _ERR = IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_ERR
-# RC rows of qp_state_table in linux drivers/infiniband/core/verbs.c: (current, next) -> (required, optional)
-_TRANSITIONS = {
-    (_RESET, _RESET): (0, 0),
-    (_RESET, _INIT): (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0),
-    (_INIT, _RESET): (0, 0),
-    (_INIT, _ERR): (0, 0),
-    (_INIT, _INIT): (0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-    (_INIT, _RTR): (
-        IBV_QP_AV
-        | IBV_QP_PATH_MTU
-        | IBV_QP_DEST_QPN
-        | IBV_QP_RQ_PSN
-        | IBV_QP_MAX_DEST_RD_ATOMIC
-        | IBV_QP_MIN_RNR_TIMER,
-        IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
-    ),
-    (_RTR, _RESET): (0, 0),
-    (_RTR, _ERR): (0, 0),
-    (_RTR, _RTS): (
-        IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
-        IBV_QP_CUR_STATE
-        | IBV_QP_ALT_PATH
-        | IBV_QP_ACCESS_FLAGS
-        | IBV_QP_MIN_RNR_TIMER
-        | IBV_QP_PATH_MIG_STATE,
-    ),
-    (_RTS, _RESET): (0, 0),
-    (_RTS, _ERR): (0, 0),
-    (_RTS, _RTS): (
-        0,
-        IBV_QP_CUR_STATE
-        | IBV_QP_ACCESS_FLAGS
-        | IBV_QP_ALT_PATH
-        | IBV_QP_PATH_MIG_STATE
-        | IBV_QP_MIN_RNR_TIMER,
-    ),
-    (_ERR, _RESET): (0, 0),
-    (_ERR, _ERR): (0, 0),
-}
-_ALL_ACCESS = (
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC
-)
-_RANGES = {  # attribute -> (field, lowest, highest) as the IB spec sizes the fields
-    IBV_QP_DEST_QPN: ("dest_qp_num", 0, 0xFFFFFF),
-    IBV_QP_RQ_PSN: ("rq_psn", 0, 0xFFFFFF),
-    IBV_QP_SQ_PSN: ("sq_psn", 0, 0xFFFFFF),
-    IBV_QP_MAX_DEST_RD_ATOMIC: ("max_dest_rd_atomic", 0, 16),
-    IBV_QP_MAX_QP_RD_ATOMIC: ("max_rd_atomic", 0, 16),
-    IBV_QP_MIN_RNR_TIMER: ("min_rnr_timer", 0, 31),
-    IBV_QP_TIMEOUT: ("timeout", 0, 31),
-    IBV_QP_RETRY_CNT: ("retry_cnt", 0, 7),
-    IBV_QP_RNR_RETRY: ("rnr_retry", 0, 7),
-    IBV_QP_PKEY_INDEX: ("pkey_index", 0, 0),  # a one-entry P_Key table
-    IBV_QP_PORT: ("port_num", 1, 1),
-    IBV_QP_ACCESS_FLAGS: ("qp_access_flags", 0, _ALL_ACCESS),
-}
+_RESET, _RTR, _RTS, _ERR = IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_ERR
 
 
 def ibv_modify_qp(qp: ibv_qp, attr: ibv_qp_attr, attr_mask: int) -> None:

@@ -1,15 +1,13 @@
 """Constants, names and C structs of libibverbs for the verbs simulator (see ``coursekit.verbs``).
 
-Values are those of rdma-core ``libibverbs/verbs.h``; the structs keep the C field names.
+Values are those of rdma-core ``libibverbs/verbs.h``; the structs keep the C field names. This is the bottom
+of the simulator: it imports nothing of it. The one struct that holds objects, ``ibv_qp_init_attr`` (its two
+CQs), lives with the objects in ``coursekit.verbs_objects``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from coursekit.verbs import ibv_cq
 
 # ---------------------------------------------------------------------------------------------------------
 # constants, with the values of rdma-core libibverbs/verbs.h
@@ -147,15 +145,6 @@ class ibv_qp_cap:
     max_send_sge: int = 1
     max_recv_sge: int = 1
     max_inline_data: int = 0
-
-
-@dataclass
-class ibv_qp_init_attr:
-    send_cq: ibv_cq
-    recv_cq: ibv_cq
-    cap: ibv_qp_cap = field(default_factory=ibv_qp_cap)
-    qp_type: int = IBV_QPT_RC
-    sq_sig_all: int = 0
 
 
 @dataclass

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from coursekit.verbs_defs import *  # noqa: F403
 from coursekit.verbs_defs import _WC_OPCODE
-
-if TYPE_CHECKING:
-    from coursekit.verbs import Fabric, ibv_qp
+from coursekit.verbs_objects import Fabric, ibv_mr, ibv_pd, ibv_qp
 
 _RTR, _RTS, _ERR = IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_ERR
 
@@ -86,18 +83,25 @@ def _local(qp: ibv_qp, sges: list[ibv_sge], need: int) -> list[memoryview] | Non
     views = []
     for sge in sges:
         mr = qp.context._mrs.get(sge.lkey)
-        ok = mr is not None and mr.lkey == sge.lkey and mr.pd is qp.pd and (mr.access & need) == need
-        if not ok or not (mr.addr <= sge.addr and sge.addr + sge.length <= mr.addr + mr.length):
+        view = None if mr is None or mr.lkey != sge.lkey else _span(mr, qp.pd, need, sge.addr, sge.length)
+        if view is None:
             return None
-        views.append(mr._view[sge.addr - mr.addr : sge.addr - mr.addr + sge.length])
+        views.append(view)
     return views
 
 
 def _remote(peer: ibv_qp, rkey: int, addr: int, length: int, need: int) -> memoryview | None:
     mr = peer.context._mrs.get(rkey)
-    ok = mr is not None and mr.rkey == rkey and mr.pd is peer.pd and (mr.access & need) == need
-    if not ok or not (mr.addr <= addr and addr + length <= mr.addr + mr.length):
+    return None if mr is None or mr.rkey != rkey else _span(mr, peer.pd, need, addr, length)
+
+
+def _span(mr: ibv_mr, pd: ibv_pd, need: int, addr: int, length: int) -> memoryview | None:
+    """mr's bytes [addr, addr + length), or None: mr is on another PD, lacks ``need`` or is too short."""
+    if mr.pd is not pd or (mr.access & need) != need:
         return None
+    if not (mr.addr <= addr and addr + length <= mr.addr + mr.length):
+        return None
+    assert mr._view is not None  # only ibv_dereg_mr clears it, and it takes the MR out of the key table
     return mr._view[addr - mr.addr : addr - mr.addr + length]
 
 
@@ -171,6 +175,7 @@ def _respond(
         if recv is not None:
             peer.recv_cq._push(replace(done, wr_id=recv.wr_id, opcode=IBV_WC_RECV_RDMA_WITH_IMM))
         return IBV_WC_SUCCESS, 0
+    assert recv is not None  # an op that needs no remote access is a SEND: it took a receive WQE above
     views = _local(peer, recv.sg_list, IBV_ACCESS_LOCAL_WRITE)
     if views is None:  # a bad receive WQE: responder LOC_PROT_ERR, requester REM_OP_ERR (IBTA class A)
         peer.recv_cq._push(replace(done, wr_id=recv.wr_id, status=IBV_WC_LOC_PROT_ERR))

@@ -13,7 +13,7 @@ import pytest
 
 from grader import cli
 from grader.classroom import batch as batch_module
-from grader.classroom import outputs
+from grader.classroom import grading_process, outputs
 from grader.classroom.gradebook import default_url, open_gradebook
 from grader.core.course import Course
 from grader.core.submission import why_invalid
@@ -40,9 +40,9 @@ def test_a_batch_names_invalid_uploads_grades_none_of_them_and_records_each_as_z
     with zipfile.ZipFile(subs / "dave.zip", "w") as archive:
         archive.writestr("dave/README.md", "my solution is in the cloud\n")
     graded, histogram = [], []
-    grade = batch_module.GradingProcess.grade
+    grade = grading_process.GradingProcess.grade
     monkeypatch.setattr(
-        batch_module.GradingProcess,
+        grading_process.GradingProcess,
         "grade",
         lambda self, source, label: graded.append(label) or grade(self, source, label),
     )

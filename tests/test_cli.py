@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
+from grader.cli.parser import build_parser
 from grader.core.course import Course
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "course" / "course.yml")
@@ -74,7 +75,7 @@ def test_check_passes_on_the_fixture_course(capsys: pytest.CaptureFixture[str]) 
 
 def test_flags_are_frozen() -> None:
     """Flags are public API: adding one is a decision, so this list changes on purpose only."""
-    parser = cli._parser()
+    parser = build_parser()
     found = {}
     for action in parser._subparsers._group_actions[0].choices.items():  # type: ignore[union-attr]
         name, sub = action

@@ -15,8 +15,8 @@ import torch
 from grader.authoring.gpucheck import _parity
 from grader.core.course import Exercise, Part
 from grader.core.results import ExerciseResult, Status, TestResult
-from grader.harness.pool import Pool, WorldConfig
 from grader.harness.worker import WorkerSpec
+from grader.harness.world import Pool, WorldConfig
 
 REPO = Path(__file__).parent.parent
 

@@ -21,7 +21,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -33,7 +35,7 @@ from grader.authoring.stubs import fresh_stubs
 from grader.authoring.validate import bug_corpus, judge_bug, mutated
 from grader.core.course import Course, Exercise, load_course
 from grader.core.results import ExerciseResult, Status
-from grader.runners import GradeJob
+from grader.runners import GradeJob, Runner
 
 REPO = SOURCE_ROOT
 BENCH_TIMEOUT_S = 180
@@ -91,7 +93,7 @@ def run_checks(course: Course, out: Path) -> list[Check]:
     )
     runner = LocalRunner()
     graded = [e for e in course.exercises if e.parts]
-    on_gpu = {e.key: _timed(lambda e=e: _grade(runner, course, e, course.solution_dir(e))) for e in graded}
+    on_gpu = {e.key: _timed(partial(_grade, runner, course, e, course.solution_dir(e))) for e in graded}
     checks = [
         c
         for e in graded
@@ -128,7 +130,7 @@ def _parity(exercise: Exercise, on_gpu: tuple[ExerciseResult, float], on_cpu: Ex
 
 
 def _gpu_parts(
-    runner: object, course: Course, exercise: Exercise, reference: tuple[ExerciseResult, float]
+    runner: Runner, course: Course, exercise: Exercise, reference: tuple[ExerciseResult, float]
 ) -> list[Check]:
     checks = []
     for part in (p for p in exercise.parts if p.device == "gpu"):
@@ -141,7 +143,7 @@ def _gpu_parts(
             )
         )
         with fresh_stubs(course, exercise) as folder:
-            stub, seconds = _timed(lambda f=folder, p=part.id: _grade(runner, course, exercise, f, (p,)))
+            stub, seconds = _timed(partial(_grade, runner, course, exercise, folder, (part.id,)))
         problems = stub_problems(stub) or ([] if stub.score == 0 else [f"scores {stub.score:g}"])
         checks.append(
             Check(
@@ -156,14 +158,14 @@ def _gpu_parts(
     return checks
 
 
-def _bugs(runner: object, course: Course, exercise: Exercise, part_id: str) -> list[Check]:
+def _bugs(runner: Runner, course: Course, exercise: Exercise, part_id: str) -> list[Check]:
     part = next(p for p in exercise.parts if p.id == part_id)
     checks = []
     for bug in bug_corpus(REPO / "tests", exercise):
         if part.concept(bug["concept"]) is None:
             continue
         with mutated(course.solution_dir(exercise), bug) as folder:
-            result, seconds = _timed(lambda f=folder, p=part.id: _grade(runner, course, exercise, f, (p,)))
+            result, seconds = _timed(partial(_grade, runner, course, exercise, folder, (part.id,)))
         outcome = judge_bug(exercise, bug, result)
         ok = outcome.problem is None and not outcome.blocked
         detail = outcome.problem or (
@@ -191,7 +193,7 @@ def _bench() -> Check:
 
 
 def _grade(
-    runner: object,
+    runner: Runner,
     course: Course,
     exercise: Exercise,
     source: Path,
@@ -201,10 +203,10 @@ def _grade(
     job = GradeJob(
         course=course, exercise=exercise, source=source, label=str(source), device=device, parts=parts
     )
-    return runner.run(job)  # type: ignore[attr-defined]
+    return runner.run(job)
 
 
-def _timed(grade):  # type: ignore[no-untyped-def]
+def _timed(grade: Callable[[], ExerciseResult]) -> tuple[ExerciseResult, float]:
     started = time.perf_counter()
     result = grade()
     return result, round(time.perf_counter() - started, 1)

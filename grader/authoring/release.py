@@ -137,7 +137,9 @@ _PYTHON_WORDS = frozenset(keyword.kwlist) | frozenset(dir(builtins))
 
 def _split_regions(source: str) -> tuple[list[str], list[str]]:
     """(lines inside BEGIN/END SOLUTION regions, lines outside them)."""
-    inside, body, rest = False, [], []
+    inside = False
+    body: list[str] = []
+    rest: list[str] = []
     for line in source.splitlines():
         if "END SOLUTION" in line:
             inside = False

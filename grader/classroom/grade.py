@@ -10,7 +10,6 @@ from pathlib import Path
 from grader.classroom.batch import (
     BatchPlan,
     BatchPool,
-    LocalPool,
     PendingGrade,
     Submission,
     discover,
@@ -19,8 +18,10 @@ from grader.classroom.batch import (
 from grader.classroom.class_report import write_report
 from grader.classroom.gradebook import open_gradebook
 from grader.classroom.gradebook import record as record_grade
+from grader.classroom.local_pool import LocalPool
 from grader.classroom.outputs import write_batch_outputs
 from grader.classroom.records import Record, RecordStore, keyed_files, suite_hash
+from grader.core.course import Course
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
 
@@ -81,6 +82,13 @@ def batch_todo(
     return todo
 
 
+def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
+    """The deadline of the exercise the batch in ``grades`` (grades/NN_slug) graded, as its first record
+    names it; None when it has no record or the exercise no deadline."""
+    first = next(iter(RecordStore(grades / "records", sweep=False).all()), None)
+    return course.find(first.result.exercise).deadline if first else None
+
+
 def _stale(record: Record | None, key: str) -> bool:
     return record is None or record.key != key
 
@@ -107,7 +115,7 @@ def _runner_id(backend: str) -> str:
         return backend
     import docker
 
-    from grader.images import image_tag
+    from grader.runners.images import image_tag
 
     return docker.from_env().images.get(image_tag("cpu")).id
 

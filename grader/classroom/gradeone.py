@@ -72,7 +72,7 @@ def grade_one(
         device=device,
     )
     try:
-        payload = {"result": runner.run(job).to_dict()}
+        payload: dict[str, object] = {"result": runner.run(job).to_dict()}
     except SuiteError as exc:
         payload = {"suite_error": str(exc)}
     tmp = out.with_name(out.name + ".tmp")

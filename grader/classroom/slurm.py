@@ -18,32 +18,29 @@ Contract:
   (``grader.classroom.grade.batch_grade``).
 
 Files, per submission round: ``OUT/slurm/NNN/{grade.sbatch, manifest.json, logs/, errors/}``.
+
+Here: the driver (``SlurmPool``) and ``--dry-run``. The sbatch script: ``grader.classroom.slurm_script``;
+asking Slurm how the tasks fare: ``grader.classroom.slurm_queue``; one array task (``python -m
+grader.slurm``) and the files it shares with the driver: ``grader.classroom.slurm_task``.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from grader.classroom.batch import (
-    PROCESS_MARGIN_S,
-    BatchPlan,
-    PendingGrade,
-    grade_in_process,
-    gradeone_command,
-    read_result,
-)
+from grader.classroom.batch import BatchPlan, PendingGrade
+from grader.classroom.grading_process import gradeone_command, read_result
 from grader.classroom.records import Record, RecordStore
-from grader.core.course import Exercise, SlurmSettings, load_course
+from grader.classroom.slurm_queue import TaskEnd, queue_summary, squeue, task_ends
+from grader.classroom.slurm_script import render_script, sbatch_line, task_command
+from grader.classroom.slurm_task import read_error, write_manifest
+from grader.core.course import SlurmSettings
 from grader.core.results import ExerciseResult, Status
 
 INFRASTRUCTURE = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "CANCELLED", "UNKNOWN"})
@@ -57,73 +54,6 @@ MAX_ROUNDS = 5
 class SlurmStopped(RuntimeError):
     """The batch stopped before every submission was graded (scancel, Ctrl-C, a cluster that keeps failing);
     the records filed so far stay, and the same command resumes."""
-
-
-# ---------------------------------------------------------------------------------------------------------
-# what one task asks for, and the script that asks for it
-
-
-@dataclass(frozen=True)
-class Request:
-    nodes: int
-    cpus_per_node: int
-    """One per rank on the busiest node."""
-    gpus_per_node: int
-    memory_gb: float
-    minutes: int
-
-
-def request(exercise: Exercise, device: str, gradings: int) -> Request:
-    """The allocation one task needs to grade ``gradings`` submissions of ``exercise`` in turn."""
-    per_node = max((-(-size // p.nodes) for p in exercise.parts for size in p.world_sizes), default=1)
-    return Request(
-        nodes=max((p.nodes for p in exercise.parts), default=1),
-        cpus_per_node=per_node,
-        gpus_per_node=per_node if device == "cuda" else 0,
-        memory_gb=exercise.memory_gb,
-        minutes=math.ceil(gradings * (exercise.timeout + PROCESS_MARGIN_S) / 60),
-    )
-
-
-def render_script(
-    plan: BatchPlan, settings: SlurmSettings, *, name: str, log: Path, gradings: int, command: list[str]
-) -> str:
-    """The sbatch script: resources from course.yml as ``#SBATCH`` lines, then ``command``."""
-    need = request(plan.exercise, plan.device, gradings)
-    lines = [
-        "#!/bin/bash",
-        f"#SBATCH --job-name={name}",
-        f"#SBATCH --nodes={need.nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --cpus-per-task={need.cpus_per_node}",
-        f"#SBATCH --mem={round(need.memory_gb * 1024)}M",
-        f"#SBATCH --time={need.minutes}",
-        f"#SBATCH --output={log}",
-        "#SBATCH --open-mode=append",  # a requeued task appends to its log
-        "#SBATCH --requeue",
-    ]
-    if need.gpus_per_node:
-        gpus = "--gres=gpu:{}" if settings.gpus == "gres" else "--gpus-per-node={}"
-        lines.append("#SBATCH " + gpus.format(need.gpus_per_node))
-    for key in ("partition", "account", "qos"):
-        value = getattr(settings, key)
-        lines += [f"#SBATCH --{key}={value}"] if value else []
-    lines += [f"#SBATCH {option}" for option in settings.sbatch]
-    run = " ".join(word if word == ARRAY_INDEX else shlex.quote(word) for word in command)
-    lines += ["set -euo pipefail", f"cd {shlex.quote(str(plan.course.root))}", "exec " + run]
-    return "\n".join(lines) + "\n"
-
-
-ARRAY_INDEX = '"$SLURM_ARRAY_TASK_ID"'
-"""Left unquoted in the script's command line, so the shell expands it in each task."""
-
-
-def task_command(manifest: Path) -> list[str]:
-    return [sys.executable, "-m", "grader.slurm", str(manifest), ARRAY_INDEX]
-
-
-def _sbatch_line(script: Path, array: str | None, flags: list[str]) -> list[str]:
-    return ["sbatch", "--parsable", *([f"--array={array}"] if array else []), *flags, str(script)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -194,17 +124,7 @@ class SlurmPool:
         """Submit one array over ``todo``, follow it to the end; return what must go into the next one."""
         folder = self._new_round()
         slices = [todo[i : i + self.settings.per_task] for i in range(0, len(todo), self.settings.per_task)]
-        manifest = write_manifest(folder, plan, store.folder, slices)
-        script = folder / "grade.sbatch"
-        log = folder / "logs" / "%a.out"
-        name = f"grade-{plan.exercise.dirname}"
-        command = task_command(manifest)
-        gradings = self.settings.per_task
-        script.write_text(
-            render_script(plan, self.settings, name=name, log=log, gradings=gradings, command=command)
-        )
-        array = f"0-{len(slices) - 1}" + (f"%{self.throttle}" if self.throttle else "")
-        job = self._submit(script, array)
+        job = self._submit_array(plan, folder, store, slices)
         reported: set[str] = set()
 
         def harvest() -> None:
@@ -212,11 +132,7 @@ class SlurmPool:
                 student = grade.submission.student
                 if student in reported:
                     continue
-                record = store.get(student)
-                if record is not None and record.key == grade.key:
-                    result: ExerciseResult | None = record.result
-                else:
-                    result = _read_error(folder / "errors" / f"{student}.json")
+                result = _landed(grade, store, folder)
                 if result is not None:
                     reported.add(student)
                     on_result(student, result)
@@ -235,22 +151,7 @@ class SlurmPool:
                 again += missing
                 continue
             culprit = missing[0]  # a task grades its slice in order: the first ungraded one was running
-            verdict = VERDICTS.get(end.state, Status.ERROR)
-            reason = (
-                f"the Slurm task ended {end.state} while grading this submission (log: {folder / 'logs'})"
-            )
-            result = ExerciseResult.for_every_part(
-                exercise=plan.exercise,
-                status=verdict,
-                graded=culprit.submission.student,
-                device=plan.device,
-                reason=reason,
-            )
-            if verdict is not Status.ERROR:
-                store.put(
-                    Record(culprit.submission.student, culprit.key, result, culprit.submitted, culprit.files)
-                )
-            on_result(culprit.submission.student, result)
+            _blame_task_end(plan, folder, end, culprit, store, on_result)
             again += missing[1:]
         if stopped:
             raise SlurmStopped(
@@ -258,6 +159,22 @@ class SlurmPool:
                 "rerun the same command to resume"
             )
         return again
+
+    def _submit_array(
+        self, plan: BatchPlan, folder: Path, store: RecordStore, slices: list[list[PendingGrade]]
+    ) -> str:
+        """Write the round's manifest and sbatch script into ``folder``; submit one task per slice."""
+        manifest = write_manifest(folder, plan, store.folder, slices)
+        script = folder / "grade.sbatch"
+        log = folder / "logs" / "%a.out"
+        name = f"grade-{plan.exercise.dirname}"
+        command = task_command(manifest)
+        gradings = self.settings.per_task
+        script.write_text(
+            render_script(plan, self.settings, name=name, log=log, gradings=gradings, command=command)
+        )
+        array = f"0-{len(slices) - 1}" + (f"%{self.throttle}" if self.throttle else "")
+        return self._submit(script, array)
 
     def _new_round(self) -> Path:
         rounds = self.out.resolve() / "slurm"  # absolute: the script changes directory, the nodes share it
@@ -269,7 +186,7 @@ class SlurmPool:
         return folder
 
     def _submit(self, script: Path, array: str | None) -> str:
-        command = _sbatch_line(script, array, self.flags)
+        command = sbatch_line(script, array, self.flags)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode:
             raise SlurmStopped(f"{shlex.join(command)} failed: {done.stderr.strip()}")
@@ -296,99 +213,36 @@ class SlurmPool:
             ) from None
 
 
-def write_manifest(folder: Path, plan: BatchPlan, records: Path, slices: list[list[PendingGrade]]) -> Path:
-    """What every task of the array needs, in one JSON file on the shared folder."""
-    tasks = [
-        [
-            {
-                "student": g.submission.student,
-                "path": str(g.submission.path.resolve()),
-                "key": g.key,
-                "submitted": g.submitted,
-                "files": g.files,
-            }
-            for g in part
-        ]
-        for part in slices
-    ]
-    spec = {
-        "course": str(plan.course.root / "course.yml"),
-        "exercise": plan.exercise.key,
-        "runner": plan.backend,
-        "device": plan.device,
-        "records": str(records.resolve()),
-        "errors": str((folder / "errors").resolve()),
-        "tasks": tasks,
-    }
-    path = folder / "manifest.json"
-    path.write_text(json.dumps(spec, indent=1))
-    return path
+def _landed(grade: PendingGrade, store: RecordStore, folder: Path) -> ExerciseResult | None:
+    """``grade``'s result once its task is done with it: its current record, or the error the task wrote."""
+    record = store.get(grade.submission.student)
+    if record is not None and record.key == grade.key:
+        return record.result
+    return read_error(folder / "errors" / f"{grade.submission.student}.json")
 
 
-def _read_error(path: Path) -> ExerciseResult | None:
-    try:
-        return ExerciseResult.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
-
-
-# ---------------------------------------------------------------------------------------------------------
-# asking Slurm
-
-
-@dataclass(frozen=True)
-class TaskEnd:
-    state: str
-    """scontrol's JobState (COMPLETED, FAILED, NODE_FAIL, ...), or UNKNOWN once Slurm has forgotten it."""
-    stopped_by_user: bool
-    """Cancelled while still pending: a person cancelled the batch, no failure did."""
-
-
-def squeue(job: str) -> dict[int, tuple[str, str]]:
-    """The tasks of ``job`` still queued: array index (0 for a plain job) -> (state, reason)."""
-    done = subprocess.run(
-        ["squeue", "-h", "-r", "-j", job, "-o", "%K %T %r"], capture_output=True, text=True, check=False
+def _blame_task_end(
+    plan: BatchPlan,
+    folder: Path,
+    end: TaskEnd,
+    culprit: PendingGrade,
+    store: RecordStore,
+    on_result: Callable[[str, ExerciseResult], None],
+) -> None:
+    """A task that ended for a cause of its own (out of memory or time, a grader fault) ended on ``culprit``,
+    the submission it was grading: file that verdict as its grade (an ERROR is reported, not filed)."""
+    verdict = VERDICTS.get(end.state, Status.ERROR)
+    reason = f"the Slurm task ended {end.state} while grading this submission (log: {folder / 'logs'})"
+    result = ExerciseResult.for_every_part(
+        exercise=plan.exercise,
+        status=verdict,
+        graded=culprit.submission.student,
+        device=plan.device,
+        reason=reason,
     )
-    live = {}
-    for line in done.stdout.splitlines() if done.returncode == 0 else []:
-        index, state, reason = [*line.split(maxsplit=2), "", ""][:3]
-        live[int(index) if index.isdigit() else 0] = (state, reason)
-    return live
-
-
-def task_ends(job: str, seen: dict[int, str]) -> dict[int, TaskEnd]:
-    """How each task of ``job`` ended, from ``scontrol show job`` (kept MinJobAge seconds after the end)."""
-    done = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, check=False)
-    ends = {}
-    for line in done.stdout.splitlines() if done.returncode == 0 else []:
-        fields = dict(re.findall(r"(\w+)=(\S*)", line))
-        state = fields.get("JobState", "UNKNOWN")
-        for index in _indices(fields.get("ArrayTaskId", "0")):
-            never_ran = seen.get(index, "PENDING") == "PENDING"  # as last seen in squeue
-            ends[index] = TaskEnd(state, state == "CANCELLED" and never_ran)
-    return ends
-
-
-def _indices(spec: str) -> list[int]:
-    """'3' -> [3]; '5-9%2' -> [5..9]; '1,4-5' -> [1, 4, 5]: an array's pending tasks share one record."""
-    found = []
-    for piece in spec.split("%")[0].split(","):
-        low, _, high = piece.partition("-")
-        if low.isdigit():
-            found += range(int(low), int(high or low) + 1)
-    return found
-
-
-def queue_summary(live: dict[int, tuple[str, str]]) -> str:
-    """'2 running, 6 pending (Resources)': what the queue holds, for the progress line."""
-    counts: dict[str, int] = {}
-    reasons: set[str] = set()
-    for state, reason in live.values():
-        counts[state.lower()] = counts.get(state.lower(), 0) + 1
-        if state == "PENDING" and reason not in ("", "None"):
-            reasons.add(reason)
-    text = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-    return text + (f" ({', '.join(sorted(reasons))})" if reasons else "")
+    if verdict is not Status.ERROR:
+        store.put(Record(culprit.submission.student, culprit.key, result, culprit.submitted, culprit.files))
+    on_result(culprit.submission.student, result)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -405,7 +259,7 @@ def dry_run(plan: BatchPlan, pool: SlurmPool, todo: list[PendingGrade]) -> str:
     name = f"grade-{plan.exercise.dirname}"
     text = [
         "# 1. the reference, as a job of its own (the batch stops unless it scores 100 %):",
-        shlex.join(_sbatch_line(folder / "grade.sbatch", None, pool.flags)),
+        shlex.join(sbatch_line(folder / "grade.sbatch", None, pool.flags)),
         render_script(
             plan,
             pool.settings,
@@ -415,7 +269,7 @@ def dry_run(plan: BatchPlan, pool: SlurmPool, todo: list[PendingGrade]) -> str:
             command=reference,
         ),
         f"# 2. one array of {len(slices)} tasks over {len(todo)} submissions ({size} per task):",
-        shlex.join(_sbatch_line(folder / "grade.sbatch", array, pool.flags)),
+        shlex.join(sbatch_line(folder / "grade.sbatch", array, pool.flags)),
         render_script(
             plan,
             pool.settings,
@@ -440,42 +294,13 @@ def dry_run(plan: BatchPlan, pool: SlurmPool, todo: list[PendingGrade]) -> str:
     return "\n".join(text)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# one array task
-
-
-def run_task(manifest: Path, index: int) -> int:
-    """Grade slice ``index`` of ``manifest``, one process per submission, filing each grade as it ends."""
-    spec = json.loads(manifest.read_text())
-    course = load_course(Path(spec["course"]))
-    plan = BatchPlan(
-        course=course,
-        exercise=course.find(spec["exercise"]),
-        backend=spec["runner"],
-        device=spec["device"],
-        workers=1,
-        gpu_slots=[None],
-    )
-    store = RecordStore(Path(spec["records"]), sweep=False)  # other tasks may be mid-write
-    for item in spec["tasks"][index]:
-        record = store.get(item["student"])
-        if record is not None and record.key == item["key"]:
-            print(f"{item['student']}: graded before this task was requeued", flush=True)
-            continue
-        result = grade_in_process(plan, Path(item["path"]), item["student"], None)
-        print(f"{item['student']}: {result.verdict} {result.score:g}/{result.max_score:g}", flush=True)
-        if result.verdict is Status.ERROR:  # no grade: the driver reports it, the next run retries it
-            error = Path(spec["errors"]) / f"{item['student']}.json"
-            error.with_suffix(".tmp").write_text(json.dumps(result.to_dict()))
-            error.with_suffix(".tmp").replace(error)
-        else:
-            store.put(Record(item["student"], item["key"], result, item["submitted"], item.get("files", {})))
-    return 0
-
-
 def merged_settings(
     settings: SlurmSettings, *, partition: str | None, account: str | None, qos: str | None
 ) -> SlurmSettings:
     """course.yml's ``slurm:`` with the command line's choices on top."""
-    chosen = {k: v for k, v in (("partition", partition), ("account", account), ("qos", qos)) if v}
-    return replace(settings, **chosen)
+    return replace(
+        settings,
+        partition=partition or settings.partition,
+        account=account or settings.account,
+        qos=qos or settings.qos,
+    )

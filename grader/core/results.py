@@ -129,8 +129,15 @@ class ExerciseResult:
     def verdict(self) -> Status:
         """The submission at a glance: passed when full marks, else its gravest test status (an upload
         that was not graded is ``invalid`` whatever else)."""
-        order = (Status.INVALID, Status.ERROR, Status.CRASHED, Status.OOM, Status.TIMEOUT, Status.FAILED)
-        order += (Status.BLOCKED,)
+        order = (
+            Status.INVALID,
+            Status.ERROR,
+            Status.CRASHED,
+            Status.OOM,
+            Status.TIMEOUT,
+            Status.FAILED,
+            Status.BLOCKED,
+        )
         present = {t.status for t in self.tests}
         return next((s for s in order if s in present), Status.PASSED)
 

@@ -10,12 +10,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from grader.harness.comm import COLLECTIVES
+    from grader.harness.collectives import COLLECTIVES
     from grader.harness.outcomes import CheckFailure, CommEvent, CommLog, RankFailure, RankResult
     from grader.harness.testing import World, assert_close, assert_equal, chunk_of, comm_trace
 
 _HOMES = {
-    "COLLECTIVES": "comm",
+    "COLLECTIVES": "collectives",
     "CheckFailure": "outcomes",
     "CommEvent": "outcomes",
     "CommLog": "outcomes",

@@ -105,11 +105,13 @@ class WorldCrashed(Exception):
 
 
 class WorldTimeout(Exception):
-    """The world did not finish a task in time; the message says who was stuck where."""
+    """The world did not finish a task in time; the message says who was stuck where.
+
+    Without ``stuck``, ``timeout_s`` is the whole message (a seconds figure, or a sentence of its own)."""
 
     def __init__(
         self,
-        timeout_s: float,
+        timeout_s: float | str,
         stuck: list[int] | None = None,
         finished: list[int] | None = None,
         details: list[str] | None = None,

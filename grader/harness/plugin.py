@@ -12,7 +12,7 @@ import random
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -216,7 +216,9 @@ class GradingPlugin:
     # run and report
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """Record a ``TestResult`` when a test ends: a failed setup, or the call phase."""
         report = yield
         if (call.when == "setup" and report.failed) or call.when == "call":

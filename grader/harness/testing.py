@@ -8,10 +8,13 @@ from typing import Any
 import torch
 
 from grader.harness.outcomes import CheckFailure, CommEvent, NotRun, RankResult, WorldTimeout
-from grader.harness.pool import Pool
+from grader.harness.world import Pool
 
 Hangs = dict[tuple[Any, ...], str]
 """Calls that hung in this grading run -> which test hung and where: ``call_key(task, size)`` keys."""
+MessageLabels = dict[tuple[int | None, int | None, int], str]
+"""``{(src, dst, k): label}`` for the k-th message from src to dst (``sent_labels``). A peer the recorder
+could not name is None: looked up with it, a message has no label."""
 
 
 class World:
@@ -176,13 +179,13 @@ def chunk_of(event: CommEvent, numel: int, p: int) -> int | None:
     return None
 
 
-def sent_labels(results: Sequence[RankResult], numel: int) -> dict[tuple[int, int, int], str]:
+def sent_labels(results: Sequence[RankResult], numel: int) -> MessageLabels:
     """``{(src, dst, k): label}`` for the k-th message from src to dst: 'cI' for chunk I, else its size.
 
     Receives are labelled by what their sender sent (messages between two ranks arrive in order), so a
     receive into a scratch buffer still shows which chunk it carried.
     """
-    labels: dict[tuple[int, int, int], str] = {}
+    labels: MessageLabels = {}
     p = len(results)
     for res in results:
         count: dict[int, int] = {}
@@ -222,8 +225,11 @@ def comm_trace(results: Sequence[RankResult], *, numel: int | None = None, max_s
     return "\n".join(lines)
 
 
-def _rank_steps(res: RankResult, labels: dict[tuple[int, int, int], str]) -> list[str]:
-    sends, recvs, sent_to, got_from = [], [], {}, {}
+def _rank_steps(res: RankResult, labels: MessageLabels) -> list[str]:
+    sends: list[str] = []
+    recvs: list[str] = []
+    sent_to: dict[int | None, int] = {}
+    got_from: dict[int | None, int] = {}
     for e in res.comm.events:
         if e.op in ("send", "isend"):
             k = sent_to[e.peer] = sent_to.get(e.peer, -1) + 1

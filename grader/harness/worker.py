@@ -23,7 +23,7 @@ from datetime import timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -62,7 +62,8 @@ class WorkerSpec:
     @classmethod
     def from_fields(cls, fields: dict[str, Any]) -> WorkerSpec:
         paths = {f.name for f in dataclasses.fields(cls) if f.type in ("Path", Path)}
-        return cls(**{k: Path(v) if k in paths else v for k, v in fields.items()})
+        values: dict[str, Any] = {k: Path(v) if k in paths else v for k, v in fields.items()}
+        return cls(**values)
 
 
 @dataclass
@@ -156,13 +157,16 @@ def _drop_privileges(uid: int) -> None:
 
 def _set_limits(limits: dict[str, int | None]) -> None:
     """Cap this rank: memory on top of what torch already maps, file size, open files, processes, no cores."""
-    if limits.get("address_space_bytes"):
+    address_space = limits.get("address_space_bytes")
+    if address_space:
         mapped = _mapped_bytes()
-        resource.setrlimit(resource.RLIMIT_AS, (mapped + limits["address_space_bytes"],) * 2)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_bytes"],) * 2)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"],) * 2)
-    if limits.get("processes"):
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"],) * 2)
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + address_space,) * 2)
+    # never None: RankLimits.for_rank always sets these two
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cast(int, limits["file_size_bytes"]),) * 2)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (cast(int, limits["open_files"]),) * 2)
+    processes = limits.get("processes")
+    if processes:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes,) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 

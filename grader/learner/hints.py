@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.course import Course, Exercise
+from grader.learner.progress import ProgressError, ProgressStore
 
 HINTS_FILE = "hints.md"
 _PART = re.compile(r"^## Part (\w+)\s*$")
@@ -115,3 +116,18 @@ def hints_for(course: Course, exercise: Exercise) -> dict[str, list[Hint]]:
 def progress_key(exercise: Exercise, part: str) -> str:
     """How the progress store counts a ladder: by part id ('02.ring_allreduce')."""
     return f"{exercise.key}.{part}"
+
+
+def reveal_next(
+    store: ProgressStore, course: Course, exercise: Exercise, part: str, hints: list[Hint]
+) -> int:
+    """Count one more hint of ``part`` as revealed in ``store`` (never more than its ``hints``) and return how
+    many are now revealed: the last of them is the one to show. ``ValueError`` when the store cannot count
+    them: then no hint may be shown."""
+    key = progress_key(exercise, part)
+    try:
+        shown = min(store.hints_revealed(course.title, key) + 1, len(hints))
+        store.set_hints_revealed(course.title, key, shown)
+    except ProgressError as exc:
+        raise ValueError(f"cannot count your hints, so none is shown: {exc}") from None
+    return shown

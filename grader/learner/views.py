@@ -1,4 +1,5 @@
-"""What a learner sees on the terminal: an exercise's result, progress tables, a checkpoint's verdict."""
+"""What a learner sees on the terminal: a bar while grading, an exercise's result, progress tables, a
+checkpoint's verdict."""
 
 from __future__ import annotations
 
@@ -15,6 +16,39 @@ from grader.core.results import ExerciseResult, Status, TestResult
 if TYPE_CHECKING:
     from grader.learner.checkpoint import CheckpointOutcome
     from grader.learner.progress import ExerciseProgress, SectionProgress
+
+
+class ProgressBar:
+    """A transient bar of tests done, on a terminal only: logs and pipes get the report alone."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.enabled = console.is_terminal
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task(label, total=None)
+
+    def __enter__(self) -> ProgressBar:
+        if self.enabled:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+    def describe(self, label: str) -> None:
+        self.progress.update(self.task, description=label, completed=0, total=None)
+
+    def update(self, done: int, total: int) -> None:
+        self.progress.update(self.task, completed=done, total=total)
 
 
 def to_terminal(result: ExerciseResult, console: Console) -> None:

@@ -37,28 +37,7 @@ IDLE_TIMEOUT_S = 600.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.container")
-    parser.add_argument("--exercise", required=True)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--label", default="submission")
-    parser.add_argument("--course", type=Path, default=Path("/srv/judge/course/course.yml"))
-    parser.add_argument("--programs-root", type=Path, default=Path("/opt/distgpu/exercises"))
-    parser.add_argument("--submission", type=Path, default=Path("/handoff/submission"))
-    parser.add_argument("--format", choices=("token", "gradescope", "prairielearn"), default="token")
-    parser.add_argument("--out", type=Path, help="results file for --format gradescope or prairielearn")
-    parser.add_argument(
-        "--wait-for",
-        type=Path,
-        help="start warm: import torch and start the rank factory, then wait until this file exists before "
-        "reading the submission (the Docker runner's spare container)",
-    )
-    parser.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S)
-    parser.add_argument(
-        "--preload",
-        help="the exercise's course.yml preload, comma-separated (the Docker runner passes it, so that the "
-        "rank factory starts before this process reads the course)",
-    )
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     # The rank factory starts first and imports torch while this process reads the course and imports torch
     # itself (LocalRunner, below): the two imports overlap instead of following each other. It is this
     # grading's one factory.
@@ -99,6 +78,32 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return 0
     return _write_platform_results(payload, args.format, args.out)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The entry point's options; their defaults are the Docker runner's layout."""
+    parser = argparse.ArgumentParser(prog="python -m grader.container")
+    parser.add_argument("--exercise", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--label", default="submission")
+    parser.add_argument("--course", type=Path, default=Path("/srv/judge/course/course.yml"))
+    parser.add_argument("--programs-root", type=Path, default=Path("/opt/distgpu/exercises"))
+    parser.add_argument("--submission", type=Path, default=Path("/handoff/submission"))
+    parser.add_argument("--format", choices=("token", "gradescope", "prairielearn"), default="token")
+    parser.add_argument("--out", type=Path, help="results file for --format gradescope or prairielearn")
+    parser.add_argument(
+        "--wait-for",
+        type=Path,
+        help="start warm: import torch and start the rank factory, then wait until this file exists before "
+        "reading the submission (the Docker runner's spare container)",
+    )
+    parser.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S)
+    parser.add_argument(
+        "--preload",
+        help="the exercise's course.yml preload, comma-separated (the Docker runner passes it, so that the "
+        "rank factory starts before this process reads the course)",
+    )
+    return parser
 
 
 def _arrived(signal: Path, timeout_s: float) -> bool:

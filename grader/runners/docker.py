@@ -4,9 +4,9 @@ Each container starts *warm*: its judge imports torch and starts the rank factor
 write the submission into a folder bound read-only at /handoff and to create /handoff/go. With ``prewarm``,
 the runner starts the next submission's container as soon as the current one has its files, so the start-up
 of one hides behind the grading of the other; still one container per submission, nothing shared between
-them. ``grade batch`` prewarms only where a core is free for it (``batch.prewarm_pays``). An unused spare is
-removed by ``close()``, by the next sweep once its grader is gone, or ends by itself after
-``grader.container.IDLE_TIMEOUT_S``.
+them. ``grade batch`` prewarms only where a core is free for it (``classroom.grading_process.prewarm_pays``).
+An unused spare is removed by ``close()``, by the next sweep once its grader is gone, or ends by itself after
+``grader.runners.container.IDLE_TIMEOUT_S``.
 """
 
 from __future__ import annotations

@@ -116,6 +116,30 @@ class LocalRunner:
         if not suites:
             raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
         device, gpus = _resolve_device(job.device)
+        config = self._world_config(job, scratch, device)
+        factory = self._take_factory(job, config, gpus)
+        self.last_pools = pools = Pools(
+            config,
+            reuse=self.reuse_worlds,
+            nodes=allocation_nodes(),
+            factory=factory,
+            keep_factory=self._kept is not None,
+        )
+        plugin = self._plugin(job, pools, device, gpus)
+        try:
+            with _outer_pytest_settings_ignored():
+                code = pytest.main(_pytest_args(suites, job.course.root), plugins=[plugin])
+        finally:
+            kept = pools.close()
+            if self._kept is not None:
+                self._kept.factory = kept
+        if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not plugin.errors:
+            plugin.errors.append(f"pytest ended with {code!r} after {len(plugin.results)} test(s)")
+        return plugin
+
+    def _world_config(self, job: GradeJob, scratch: Path, device: str) -> WorldConfig:
+        """The worlds of ``job``: where their ranks find the staged submission (``scratch/impl``) and the
+        rank programs, as which uid they run, in which sandbox and under which limits."""
         programs_dir = (self.programs_root or job.course.root / "exercises") / job.exercise.dirname
         box = self._sandbox(scratch / "impl", programs_dir, scratch)
         run_as_uid = self.run_as_uid
@@ -123,14 +147,7 @@ class LocalRunner:
             run_as_uid = sandbox.RANK_UID
         if run_as_uid is not None:
             scratch.chmod(0o755)  # ranks read the staged submission here after dropping privileges
-        limits = None
-        if box is not None:
-            limits = self.limits
-            if run_as_uid is not None and limits.processes is None:
-                limits = dataclasses.replace(limits, processes=RANK_PROCESSES)
-            if device == "cuda":
-                limits = dataclasses.replace(limits, world_memory_bytes=None)
-        config = WorldConfig(
+        return WorldConfig(
             backend="nccl" if device == "cuda" else "gloo",
             device=device,
             impl_dir=scratch / "impl",
@@ -139,25 +156,39 @@ class LocalRunner:
             pg_timeout_s=max(p.timeout for p in job.exercise.parts) + PG_TIMEOUT_MARGIN_S,
             run_as_uid=run_as_uid,
             sandbox=box,
-            limits=limits,
+            limits=self._rank_limits(box, run_as_uid, device),
             preload=job.exercise.preload,
         )
+
+    def _rank_limits(
+        self, box: sandbox.Sandbox | None, run_as_uid: int | None, device: str
+    ) -> sandbox.RankLimits | None:
+        """The limits of the ranks in ``box``: none unsandboxed; a process cap when they run as another uid
+        (shared host-wide) and none set; no cap on a world's memory on CUDA."""
+        if box is None:
+            return None
+        limits = self.limits
+        if run_as_uid is not None and limits.processes is None:
+            limits = dataclasses.replace(limits, processes=RANK_PROCESSES)
+        if device == "cuda":
+            limits = dataclasses.replace(limits, world_memory_bytes=None)
+        return limits
+
+    def _take_factory(self, job: GradeJob, config: WorldConfig, gpus: int) -> RankFactory | None:
+        """This run's rank factory: the caller's (first run only) or the kept one, else one launched now
+        when worlds are reused and some part will start one; None leaves it to the pools."""
         factory, self.factory = self.factory, None
         if factory is None and self._kept is not None:
             factory, self._kept.factory = self._kept.factory, None
         if factory is None and self.reuse_worlds and _runs_ranks(job, gpus):
-            factory = RankFactory(box, scratch / "factory.log", config.preload)
+            factory = RankFactory(config.sandbox, config.scratch_dir / "factory.log", config.preload)
             factory.launch()  # it imports torch while pytest starts and collects the suite here
-        self.last_pools = pools = Pools(
-            config,
-            reuse=self.reuse_worlds,
-            nodes=allocation_nodes(),
-            factory=factory,
-            keep_factory=self._kept is not None,
-        )
+        return factory
+
+    def _plugin(self, job: GradeJob, pools: Pools, device: str, gpus: int) -> GradingPlugin:
         # Inside a container (run_as_uid set) nothing the judge writes survives: keep no artifacts there.
         artifacts = job.course.root / ".grade" / "artifacts" / job.exercise.dirname
-        plugin = GradingPlugin(
+        return GradingPlugin(
             course=job.course,
             exercise=job.exercise,
             pools=pools,
@@ -168,38 +199,6 @@ class LocalRunner:
             on_progress=job.on_progress,
             shuffle_seed=self.shuffle_seed,
         )
-        args = [
-            *map(str, suites),
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:terminal",
-            "-p",
-            "no:stepwise",
-            # Both run gc.collect() several times as the session ends (0.2 s a run) to report warnings
-            # that -W ignore drops anyway.
-            "-p",
-            "no:unraisableexception",
-            "-p",
-            "no:threadexception",
-            "--import-mode=importlib",
-            "--rootdir",
-            str(job.course.root),
-            "-o",
-            "addopts=",
-            "-W",
-            "ignore",
-        ]
-        try:
-            with _outer_pytest_settings_ignored():
-                code = pytest.main(args, plugins=[plugin])
-        finally:
-            kept = pools.close()
-            if self._kept is not None:
-                self._kept.factory = kept
-        if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not plugin.errors:
-            plugin.errors.append(f"pytest ended with {code!r} after {len(plugin.results)} test(s)")
-        return plugin
 
     def _kept_scratch(self, job: GradeJob) -> Path:
         """The scratch folder of the kept factory, emptied for ``job``; a new one (and, later, a new factory)
@@ -258,6 +257,32 @@ def _suites(job: GradeJob) -> list[Path]:
         job.course.solution_dir(job.exercise) / "test_hidden.py",
     ]
     return [path for path in candidates if path.is_file()]
+
+
+def _pytest_args(suites: list[Path], rootdir: Path) -> list[str]:
+    """How the judge runs the suites: none of pytest's own reporting, and no settings but these."""
+    return [
+        *map(str, suites),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:terminal",
+        "-p",
+        "no:stepwise",
+        # Both run gc.collect() several times as the session ends (0.2 s a run) to report warnings
+        # that -W ignore drops anyway.
+        "-p",
+        "no:unraisableexception",
+        "-p",
+        "no:threadexception",
+        "--import-mode=importlib",
+        "--rootdir",
+        str(rootdir),
+        "-o",
+        "addopts=",
+        "-W",
+        "ignore",
+    ]
 
 
 def _runs_ranks(job: GradeJob, gpus: int) -> bool:

@@ -1,0 +1,275 @@
+"""A course author's subcommands: ``check``, ``validate`` and ``stubs`` on the course itself; ``release``,
+``gradescope`` and ``prairielearn`` to ship it; ``doctor`` and ``image build`` to set up a grading machine.
+
+Each ``add_*`` declares one subcommand's options; its ``cmd_*`` handler checks them and calls
+``grader.authoring`` (or ``grader.runners`` for the machine), then prints the outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from grader.authoring.check import check_exercise
+from grader.authoring.stubs import write_stubs
+from grader.cli.common import Subcommands, add_run_options
+from grader.core.course import Course, Exercise
+from grader.runners import Runner, make_runner
+
+
+def add_check(commands: Subcommands) -> None:
+    check = commands.add_parser("check", help="validate the course: references 100 %%, stubs 0 %%, in sync")
+    check.add_argument("ids", nargs="*", help="exercises to check (default: all with parts)")
+    add_run_options(check)
+    check.set_defaults(handler=cmd_check)
+
+
+def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int:
+    exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
+    failed = 0
+    # One runner for the whole check: it keeps a rank factory per exercise, and closing ends the last one.
+    with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
+        for exercise in exercises:
+            found = check_exercise(course=course, exercise=exercise, runner=runner, device=args.device)
+            ref, stub = found.reference, found.stubs
+            assert ref is not None and stub is not None  # check_exercise grades both, always
+            figures = f"reference {ref.score:g}/{ref.max_score:g}, stubs {stub.score:g}/{stub.max_score:g}"
+            timing = f"{ref.execution_time + stub.execution_time:.1f} s"
+            mark = "[green]ok[/]" if found.ok else "[red]FAIL[/]"
+            console.print(
+                f"{mark} {exercise.key} {exercise.slug}: {figures} ({len(ref.tests)} tests, {timing})"
+            )
+            for problem in found.problems:
+                console.print(f"    {problem}", markup=False)
+            failed += not found.ok
+    console.print(f"{len(exercises) - failed} of {len(exercises)} exercises pass the check")
+    return 1 if failed else 0
+
+
+def add_validate(commands: Subcommands) -> None:
+    validate = commands.add_parser(
+        "validate",
+        help="is each suite fair? reference stable, stubs zero, alt-correct full, every bug caught",
+    )
+    validate.add_argument("ids", nargs="*", help="exercises to validate (default: all with parts)")
+    validate.add_argument("--runs", type=int, default=3, help="gradings of the reference (default 3)")
+    validate.add_argument("--json", type=Path, help="write the validity table here as JSON")
+    validate.add_argument(
+        "--results", type=Path, help="write every graded result here, as NN_slug/<case>.json (results.json)"
+    )
+    validate.add_argument(
+        "--corpus",
+        type=Path,
+        help="folder with corpus/NN_slug.yml and validity/NN_slug/alt-*/ (default: <course>/tests)",
+    )
+    validate.add_argument(
+        "--share",
+        type=Path,
+        metavar="DIR",
+        help="processes started with the same DIR split the exercises: each takes the next one none took",
+    )
+    add_run_options(validate)
+    validate.set_defaults(handler=cmd_validate)
+
+
+def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.authoring.share import claim
+
+    if args.runs < 1:
+        raise ValueError("--runs must be at least 1")
+    exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
+    rows: list[dict[str, Any]] = []
+    table = _validity_table()
+    with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
+        for exercise in exercises:
+            if args.share and not claim(args.share, exercise):
+                continue
+            rows.append(_validate_one(args, course, exercise, runner, table, console))
+    console.print(table)
+    bad = [r["exercise"] for r in rows if r["problems"]]
+    console.print(
+        f"{len(rows) - len(bad)} of {len(rows)} exercises valid: references stable, stubs zero, every "
+        "alt-correct case full, every bug caught with its concept's share"
+        + (f"; not: {', '.join(bad)}" if bad else "")
+    )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 1 if bad else 0
+
+
+def _validity_table() -> Table:
+    table = Table(title="Validity", title_justify="left")
+    for column in (
+        "exercise",
+        "reference stable",
+        "stub zero",
+        "alt-correct full",
+        "bugs caught",
+        "min loss",
+    ):
+        table.add_column(column)
+    return table
+
+
+def _validate_one(
+    args: argparse.Namespace,
+    course: Course,
+    exercise: Exercise,
+    runner: Runner,
+    table: Table,
+    console: Console,
+) -> dict[str, Any]:
+    """Validate ``exercise`` under a status line, add its row to ``table``, print its problems and (with
+    ``--results``) write its graded results. Its row of the JSON table; a corpus entry that cannot be
+    applied is printed and is that row's one problem."""
+    from grader.authoring.validate import CorpusError, validate_exercise
+
+    label = f"validating {exercise.key} {exercise.slug}"
+    with console.status(label) as status:
+        try:
+            found = validate_exercise(
+                course=course,
+                exercise=exercise,
+                runner=runner,
+                device=args.device,
+                corpus_root=args.corpus or course.root / "tests",
+                runs=args.runs,
+                on_step=lambda what: status.update(f"{label}: {what}"),
+            )
+        except CorpusError as exc:
+            console.print(f"{exercise.key} corpus: {exc}", soft_wrap=True, markup=False)
+            return {"exercise": exercise.key, "slug": exercise.slug, "problems": [f"corpus: {exc}"]}
+    row = found.summary()
+    if args.results:
+        found.write_results(args.results / exercise.dirname)
+    _add_validity_row(table, exercise, row, ok=found.ok)
+    for problem in found.problems:
+        console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
+    return row
+
+
+def _add_validity_row(table: Table, exercise: Exercise, row: dict[str, Any], *, ok: bool) -> None:
+    loss = row["smallest_loss_per_concept"]
+    table.add_row(
+        f"{exercise.key} {exercise.slug}",
+        row["reference_stable"],
+        "yes" if row["stub_zero"] else "[red]no[/]",
+        row["alt_full"],
+        row["bugs_caught"],
+        "-" if loss is None else f"{loss:.2f}x",
+        style=None if ok else "red",
+    )
+
+
+def add_stubs(commands: Subcommands) -> None:
+    stubs = commands.add_parser("stubs", help="regenerate the stubs in exercises/ from solutions/")
+    stubs.set_defaults(handler=cmd_stubs)
+
+
+def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int:
+    for exercise in (e for e in course.exercises if e.files):
+        for path in write_stubs(course, exercise):
+            console.print(f"wrote {path.relative_to(course.root)}")
+    return 0
+
+
+def add_release(commands: Subcommands) -> None:
+    release = commands.add_parser("release", help="the student bundle: no solutions, no hidden suites")
+    release.add_argument("out", type=Path, help="a new folder for the bundle")
+    release.set_defaults(handler=cmd_release)
+
+
+def cmd_release(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.authoring.release import build_release
+
+    leaks = build_release(course, args.out)
+    for leak in leaks:
+        console.print(f"[bold red]leak:[/] {leak}", markup=True, highlight=False)
+    if leaks:
+        return 1
+    console.print(f"wrote the student release to {args.out}: no reference body or hidden test text in it")
+    return 0
+
+
+def add_gradescope(commands: Subcommands) -> None:
+    gradescope = commands.add_parser("gradescope", help="an exercise's Gradescope autograder zip")
+    gradescope.add_argument("id", help="number or slug")
+    gradescope.add_argument("out", type=Path, help="the zip to write")
+    gradescope.set_defaults(handler=cmd_gradescope)
+
+
+def cmd_gradescope(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.authoring.exports import gradescope_zip
+
+    gradescope_zip(course, course.find(args.id), args.out)
+    console.print(f"wrote {args.out}: upload it as the autograder (ranks run on CPU there: no GPUs)")
+    return 0
+
+
+def add_prairielearn(commands: Subcommands) -> None:
+    prairielearn = commands.add_parser("prairielearn", help="an exercise's PrairieLearn external grader")
+    prairielearn.add_argument("id", help="number or slug")
+    prairielearn.add_argument("out", type=Path, help="a folder for serverFilesCourse/ and info-snippet.json")
+    prairielearn.set_defaults(handler=cmd_prairielearn)
+
+
+def cmd_prairielearn(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.authoring.exports import prairielearn_folder
+
+    prairielearn_folder(course, course.find(args.id), args.out)
+    console.print(
+        f"wrote {args.out}: copy serverFilesCourse/ into your course, info-snippet.json into the question"
+    )
+    return 0
+
+
+def add_doctor(commands: Subcommands) -> None:
+    doctor = commands.add_parser(
+        "doctor", help="what this machine offers: sandbox, Docker, GPUs, NCCL, Slurm"
+    )
+    doctor.set_defaults(handler=cmd_doctor)
+
+
+def cmd_doctor(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.runners.doctor import examine
+
+    table = Table("", "found", "what it means")
+    for finding in examine():
+        mark = "[green]ok[/]" if finding.ok else "[yellow]no[/]"
+        table.add_row(f"{mark} {finding.name}", finding.detail, finding.meaning)
+    console.print(table)
+    return 0
+
+
+def add_image(commands: Subcommands) -> None:
+    image = commands.add_parser("image", help="grading images for --backend docker")
+    image_commands = image.add_subparsers(dest="image_command", required=True)
+    build = image_commands.add_parser("build", help="build the CPU image (or --cuda) from containers/")
+    build.add_argument(
+        "--base", help="base image (default: distgpu-base:bookworm if present, else python:3.11-slim)"
+    )
+    build.add_argument("--cuda", action="store_true", help="build the CUDA image instead (needs network)")
+    build.set_defaults(handler=cmd_image_build)
+
+
+def cmd_image_build(args: argparse.Namespace, course: Course, console: Console) -> int:
+    import docker
+
+    from grader.runners.images import build_image
+
+    kind = "cuda" if args.cuda else "cpu"
+    console.print(f"building the {kind} image (wheels are downloaded into the build context first)...")
+    try:
+        built = build_image(kind=kind, base=args.base)
+    except docker.errors.DockerException as exc:
+        first = (str(exc).splitlines() or ["?"])[0]
+        raise ValueError(f"no Docker engine answers ({first}); start one: scripts/start-dockerd") from None
+    console.print(f"built {built.tag} ({built.image_id[:19]}) on {built.base}")
+    console.print(f"  {built.size_mb:g} MB, {built.seconds:g} s")
+    return 0

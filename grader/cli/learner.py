@@ -1,0 +1,217 @@
+"""A student's subcommands: ``list``, ``exercise``, ``progress``, ``checkpoint`` and ``hint``.
+
+Each ``add_*`` declares one subcommand's options; its ``cmd_*`` handler checks them and calls
+``grader.learner``, then shows the outcome with ``grader.learner.views``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from grader.cli.common import EXAMPLES, Subcommands, add_run_options
+from grader.core.course import Course, Exercise
+from grader.core.formats import to_gradescope, to_junit
+from grader.learner.grade import grade_exercise, last_result
+from grader.learner.views import ProgressBar, checkpoint_summary, progress_tables, to_terminal
+from grader.runners import make_runner
+
+if TYPE_CHECKING:
+    from grader.learner.hints import Hint
+
+
+def add_list(commands: Subcommands) -> None:
+    listing = commands.add_parser("list", help="sections and exercises, with your status")
+    listing.set_defaults(handler=cmd_list)
+
+
+def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
+    for section in course.sections:
+        table = Table(title=f"{section.number}. {section.title}", title_justify="left")
+        for column in ("#", "exercise", "slug", "points", "your status"):
+            table.add_column(column)
+        for exercise in section.exercises:
+            table.add_row(
+                exercise.key, exercise.title, exercise.slug, f"{exercise.points:g}", _status(course, exercise)
+            )
+        console.print(table)
+    return 0
+
+
+def _status(course: Course, exercise: Exercise) -> str:
+    if not exercise.parts:
+        return "[dim]coming soon[/]"
+    last = last_result(course, exercise)
+    if last is None:
+        return "not graded yet"
+    style = "green" if last.all_graded_passed else "yellow"
+    return f"[{style}]{last.score:g} / {last.max_score:g}[/]"
+
+
+def add_exercise(commands: Subcommands) -> None:
+    exercise = commands.add_parser(
+        "exercise",
+        help="grade one exercise",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    exercise.add_argument("id", help="number (4, 04) or slug (nccl_internals)")
+    exercise.add_argument("--submission", type=Path, help="a folder or .zip with the exercise's files")
+    exercise.add_argument("--solution", action="store_true", help="grade the reference (instructors)")
+    exercise.add_argument("--json", type=Path, help="write Gradescope results.json here")
+    exercise.add_argument("--junit", type=Path, help="write JUnit XML here")
+    exercise.add_argument("-k", dest="part", metavar="PART", help="grade one part only (ring_allreduce)")
+    exercise.add_argument("--watch", action="store_true", help="regrade after every save (Ctrl-C stops)")
+    add_run_options(exercise)
+    exercise.set_defaults(handler=cmd_exercise)
+
+
+def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> int:
+    if args.solution and args.submission:
+        raise ValueError("--solution and --submission exclude each other")
+    if args.part and args.backend != "local":
+        raise ValueError("-k works with --backend local only")
+    if args.watch and (args.solution or args.submission):
+        raise ValueError("--watch watches your own exercise folder: not with --solution or --submission")
+    exercise = course.find(args.id)
+    if args.submission is not None:
+        from grader.core.submission import why_invalid
+
+        reason = why_invalid(args.submission, exercise.files)
+        if reason:
+            raise ValueError(f"--submission {args.submission} cannot be graded: {reason}")
+    code = _grade_and_report(args, course, exercise, console)
+    if args.watch:
+        from grader.learner.watch import watch
+
+        paths = [course.exercise_dir(exercise) / name for name in exercise.files]
+        console.print(f"watching {', '.join(exercise.files)}: save to regrade, Ctrl-C to stop")
+
+        def regrade(changed: list[Path]) -> None:
+            nonlocal code
+            console.rule(f"changed: {', '.join(p.name for p in changed)}")
+            code = _grade_and_report(args, course, exercise, console)
+            console.print("watching: save to regrade, Ctrl-C to stop")
+
+        watch(paths, regrade)
+    return code
+
+
+def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exercise, console: Console) -> int:
+    with ProgressBar(console, f"grading {exercise.key}") as bar:
+        result = grade_exercise(
+            course=course,
+            exercise=exercise,
+            runner=make_runner(args.backend),
+            submission=args.submission,
+            solution=args.solution,
+            device=args.device,
+            part=args.part,
+            on_progress=bar.update,
+        )
+    to_terminal(result, console)
+    if args.json:
+        args.json.write_text(json.dumps(to_gradescope(result), indent=2))
+    if args.junit:
+        args.junit.write_text(to_junit(result))
+    return 0 if result.all_graded_passed else 1
+
+
+def add_progress(commands: Subcommands) -> None:
+    progress = commands.add_parser("progress", help="where you stand: scores, hints, checkpoints")
+    progress.add_argument("--json", action="store_true", help="print the same data as JSON")
+    progress.set_defaults(handler=cmd_progress)
+
+
+def cmd_progress(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.learner.progress import ProgressStore, course_progress, progress_json
+
+    store = ProgressStore()
+    sections = course_progress(course, store)
+    if args.json:
+        print(json.dumps(progress_json(sections), indent=1))
+        return 0
+    progress_tables(sections, console)
+    console.print(f"[dim]progress is kept in {store.path}[/]")
+    return 0
+
+
+def add_checkpoint(commands: Subcommands) -> None:
+    checkpoint = commands.add_parser("checkpoint", help="grade a whole section against its checkpoint")
+    checkpoint.add_argument("section", help="section number (1-5)")
+    add_run_options(checkpoint)
+    checkpoint.set_defaults(handler=cmd_checkpoint)
+
+
+def cmd_checkpoint(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.learner.checkpoint import run_checkpoint
+
+    section = course.section(args.section)
+    with ProgressBar(console, "grading") as bar:
+        outcome = run_checkpoint(
+            course=course,
+            section=section,
+            runner=make_runner(args.backend),
+            device=args.device,
+            on_exercise=lambda e: bar.describe(f"grading {e.key} {e.slug}"),
+            on_progress=bar.update,
+        )
+    checkpoint_summary(outcome, console)
+    return 0 if outcome.passed else 1
+
+
+def add_hint(commands: Subcommands) -> None:
+    hint = commands.add_parser("hint", help="reveal the next hint for a part of an exercise")
+    hint.add_argument("id", help="number or slug")
+    hint.add_argument("part", nargs="?", help="part name ('ring_allreduce' or '02.ring_allreduce')")
+    hint.set_defaults(handler=cmd_hint)
+
+
+def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from rich.markdown import Markdown
+
+    from grader.learner.hints import hints_for, reveal_next
+    from grader.learner.progress import ProgressStore
+
+    exercise = course.find(args.id)
+    ladders = hints_for(course, exercise)
+    if not ladders:
+        console.print(f"exercise {exercise.key} has no hints yet; its README.md explains the background")
+        return 0
+    store = ProgressStore()
+    part = _hint_part(args.part, exercise.key, list(ladders))
+    if part is None:
+        _hint_menu(exercise.key, ladders, store.all_hints_revealed(course.title), console)
+        return 0
+    hints = ladders[part]
+    shown = reveal_next(store, course, exercise, part, hints)
+    for hint in hints[: shown - 1]:
+        console.print(f"[dim]hint {hint.number}: {hint.title} (seen)[/]")
+    hint = hints[shown - 1]
+    console.print(f"[bold]{exercise.key}.{part}, hint {hint.number} of {len(hints)}: {hint.title}[/]")
+    console.print(Markdown(hint.text))  # reflowed to the terminal's width
+    more = len(hints) - shown
+    again = f"grade hint {exercise.key} {part}"
+    console.print(f"[dim]{f'{more} more: run `{again}` again' if more else 'that was the last hint'}[/]")
+    return 0
+
+
+def _hint_part(asked: str | None, key: str, parts: list[str]) -> str | None:
+    """The part a `grade hint` call means: the one named, the only one, or None (show the menu)."""
+    if asked is None:
+        return parts[0] if len(parts) == 1 else None
+    name = asked.removeprefix(f"{key}.")
+    if name not in parts:
+        raise KeyError(f"exercise {key} has no hints for part {asked!r}; it has: {', '.join(parts)}")
+    return name
+
+
+def _hint_menu(key: str, ladders: dict[str, list[Hint]], seen: dict[str, int], console: Console) -> None:
+    console.print(f"exercise {key} has a ladder of hints per part; each call reveals one more:")
+    for part, hints in ladders.items():
+        console.print(f"  grade hint {key} {part:<28} {seen.get(f'{key}.{part}', 0)} of {len(hints)} seen")

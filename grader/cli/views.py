@@ -1,0 +1,71 @@
+"""What ``grade batch`` shows on the terminal: a progress bar while it grades, a summary when it is done.
+
+The classroom functions report through callbacks (``batch_grade``'s ``on_start`` and ``on_result``, the
+Slurm pool's ``on_queue``); the bar that listens to them is the command line's.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+
+from grader.classroom.grade import BatchOutcome
+from grader.classroom.outputs import batch_summary
+from grader.core.results import ExerciseResult, Status
+
+
+class BatchProgressView:
+    """A rich progress bar with ETA and a live count of verdicts."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("grading"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TextColumn("[dim]{task.fields[queue]}"),
+            console=console,
+        )
+        self.counts: dict[str, int] = {}
+        self.task = self.progress.add_task("grading", total=None, counts="", queue="")
+
+    def __enter__(self) -> BatchProgressView:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.progress.__exit__(kind, error, trace)
+
+    def start(self, total: int) -> None:
+        self.progress.update(self.task, total=total)
+
+    def note(self, queue: str) -> None:
+        """What the cluster's queue holds for this batch (``--backend slurm``)."""
+        self.progress.update(self.task, queue=queue)
+
+    def advance(self, student: str, result: ExerciseResult) -> None:
+
+        self.counts[str(result.verdict)] = self.counts.get(str(result.verdict), 0) + 1
+        counts = "  ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        self.progress.update(self.task, advance=1, counts=counts)
+
+
+def batch_report(outcome: BatchOutcome, console: Console) -> None:
+    """The batch's verdicts, how many of its submissions this run graded, and where its reports are."""
+    batch_summary(outcome.records, console)
+    this_run = set(outcome.graded)
+    invalid = sum(r.result.verdict is Status.INVALID for r in outcome.records if r.student in this_run)
+    current = len(outcome.records) - len(this_run)
+    said = [f"graded {len(this_run) - invalid} of {len(outcome.records)}"]
+    said += [f"{invalid} invalid (not graded)"] if invalid else []
+    said += [f"{current} unchanged since their last run (records kept)"] if current else []
+    console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True)
+    index = outcome.out / "report" / "index.html"
+    if index.is_file():
+        console.print(f"what the class missed: {index}", soft_wrap=True, markup=False, highlight=False)

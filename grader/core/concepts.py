@@ -1,0 +1,63 @@
+"""Reading ``concepts.yml``: the concepts each part of an exercise grades, their weights and their ideas.
+
+Like course.yml it is read strictly: every problem is a ``CourseConfigError`` naming the file and the line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from grader.core.catalogue import Concept, Course, CourseConfigError, Exercise, Part
+from grader.core.yaml_reader import YamlReader
+
+CONCEPTS_FILE = "concepts.yml"
+"""Beside each exercise's public suite: per part, the concepts its tests grade (see docs/authoring.md)."""
+
+
+def with_concepts(course: Course) -> Course:
+    """``course`` with each part's concepts read from its exercise's concepts.yml, where there is one."""
+    sections = []
+    for section in course.sections:
+        exercises = []
+        for exercise in section.exercises:
+            path = course.exercise_dir(exercise) / CONCEPTS_FILE
+            if exercise.parts and path.is_file():
+                exercise = replace(exercise, parts=load_concepts(path, exercise))
+            exercises.append(exercise)
+        sections.append(replace(section, exercises=tuple(exercises)))
+    return replace(course, sections=tuple(sections))
+
+
+def load_concepts(path: Path, exercise: Exercise) -> tuple[Part, ...]:
+    """``exercise.parts`` with their concepts from ``path``; ``CourseConfigError`` naming the line."""
+    try:
+        root = yaml.compose(path.read_text())
+    except yaml.YAMLError as exc:
+        raise CourseConfigError(f"{exercise.dirname}/{path.name}: not valid YAML: {exc}") from None
+    reader = YamlReader(path, label=f"{exercise.dirname}/{path.name}")
+    names = tuple(p.name for p in exercise.parts)
+    by_part = reader.mapping(root, "", required=names, optional=())
+    seen: dict[str, str] = {}
+    parts = []
+    for part in exercise.parts:
+        node = by_part[part.name]
+        if not isinstance(node, yaml.MappingNode) or not node.value:
+            raise reader.fail(node, part.name, "expected a mapping of at least one concept")
+        concepts = []
+        for key_node, value_node in node.value:
+            name = reader.name(key_node, part.name)
+            where = f"{part.name}.{name}"
+            if name in seen:
+                raise reader.fail(key_node, where, f"concept {name!r} is also declared for {seen[name]}")
+            seen[name] = part.name
+            f = reader.mapping(value_node, where, required=("weight", "idea"), optional=())
+            idea = reader.string(f["idea"], f"{where}.idea").strip()
+            if len(idea) < 40:
+                raise reader.fail(f["idea"], f"{where}.idea", "expected a sentence a student can learn from")
+            weight = reader.number(f["weight"], f"{where}.weight", positive=True)
+            concepts.append(Concept(name=name, weight=weight, idea=idea))
+        parts.append(replace(part, concepts=tuple(concepts)))
+    return tuple(parts)

@@ -1,0 +1,166 @@
+"""What a rank's wrapped calls did during one task, and the check on the calls no wrapper saw.
+
+``comm``'s wrappers record into ``RECORDER``: point-to-point messages as events, collectives by name, and
+what the process groups' sequence numbers advanced by while a wrapper let a call through. ``finish``
+compares that with how far the sequence numbers really moved (see ``comm``'s docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch._C._distributed_c10d as _C
+import torch.distributed.distributed_c10d as c10d
+
+
+class ForbiddenCollective(RuntimeError):
+    """A collective the test forbade was called."""
+
+
+@dataclass
+class CommRecorder:
+    """What this rank did during the current task; reset before each task."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    collectives: list[str] = field(default_factory=list)
+    forbidden: frozenset[str] = frozenset()
+    depth: int = 0
+    """Nesting of wrapped calls: torch's ``send`` calls ``isend``; only the outer call is the student's."""
+    accounted: int = 0
+    """Sequence numbers the wrapped calls advanced the process groups by."""
+    unrecorded: int = 0
+    """Calls that advanced a group's sequence number without passing a wrapper (set by ``finish``)."""
+    baseline: dict[int, int] = field(default_factory=dict)
+    """Each known group's sequence number when the task started, by ``id``."""
+
+    def reset(self, forbidden: frozenset[str]) -> None:
+        self.events, self.collectives, self.forbidden, self.depth = [], [], forbidden, 0
+        self.accounted, self.unrecorded, self.baseline = 0, 0, _sequence_numbers()
+
+    def finish(self) -> None:
+        """After the task: compare the groups' sequence numbers with what the wrappers let through.
+
+        Raises ``ForbiddenCollective`` where the task forbids collectives and some call went around them."""
+        now = _sequence_numbers()
+        advanced = sum(seq - self.baseline.get(key, 0) for key, seq in now.items())
+        self.unrecorded = advanced - self.accounted
+        if self.unrecorded and self.forbidden:
+            raise ForbiddenCollective(
+                f"{abs(self.unrecorded)} collective or point-to-point call(s) went around torch.distributed "
+                "and the process group's methods (the process group's sequence number moved by "
+                f"{advanced}, the recorded calls account for {self.accounted}): collectives are not "
+                "allowed here, and a call the harness cannot see cannot be checked; use dist.send, "
+                "dist.recv, dist.isend and dist.irecv"
+            )
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"events": self.events, "collectives": self.collectives}
+        if self.unrecorded:
+            out["unrecorded"] = self.unrecorded
+        return out
+
+
+RECORDER = CommRecorder()
+
+# ---------------------------------------------------------------------------------------------------------
+# the process groups and their sequence numbers
+
+_GROUPS: dict[int, Any] = {}
+"""Every process group a wrapper has seen or ``distributed_c10d`` listed, by ``id`` (held: ids stay valid)."""
+_WORLD: Any = None
+"""``distributed_c10d._world`` at install: a reloaded module gets a new, empty one."""
+_sequence_number: Callable[[Any], int] = _C.ProcessGroup._get_sequence_number_for_group  # type: ignore[attr-defined]
+"""The unwrapped getter (torch's stubs lack it), taken before student code could replace it."""
+
+
+def watch_world() -> None:
+    """Take ``distributed_c10d._world`` as it is now (at install) for ``_sequence_numbers`` to list."""
+    global _WORLD
+    _WORLD = getattr(c10d, "_world", None)
+
+
+def note_group(group: Any) -> None:
+    """Hold ``group`` if it is a process group: its sequence number is read from now on."""
+    if isinstance(group, _C.ProcessGroup) and id(group) not in _GROUPS:
+        _GROUPS[id(group)] = group
+
+
+def _sequence_numbers() -> dict[int, int]:
+    """Each known group's count of collective and point-to-point calls so far."""
+    for world in (_WORLD, getattr(c10d, "_world", None)):
+        for group in list(getattr(world, "pg_map", {}) or {}):
+            note_group(group)
+    numbers = {}
+    for key, group in list(_GROUPS.items()):
+        try:
+            numbers[key] = _sequence_number(group)
+        except Exception:  # a backend without sequence numbers, a group shut down
+            pass
+    return numbers
+
+
+def _sequence_total() -> int:
+    return sum(_sequence_numbers().values())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# recording
+
+
+def global_rank(group: Any, peer: int | None) -> int | None:
+    """``peer``'s rank in the default group: the process-group methods and ops take the group's rank."""
+    if peer is None or not isinstance(group, _C.ProcessGroup):
+        return peer
+    try:
+        return c10d.get_global_rank(group, peer)
+    except Exception:  # a group distributed_c10d does not know (a reload, one built by hand)
+        return peer
+
+
+def record_p2p(op: str, tensor: torch.Tensor, peer: int | None) -> None:
+    """Record one message: ``tensor`` sent to or received from ``peer`` (None: not known)."""
+    RECORDER.events.append(
+        {
+            "op": op,
+            "peer": peer,
+            "numel": tensor.numel(),
+            "nbytes": tensor.numel() * tensor.element_size(),
+            "dtype": str(tensor.dtype).removeprefix("torch."),
+            # where in its storage the message lives: tells chunk i of a tensor_split from a scratch buffer
+            "offset": tensor.storage_offset(),
+            "storage_numel": tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1),
+        }
+    )
+
+
+def refuse_or_record(name: str, how: str) -> None:
+    """Raise ``ForbiddenCollective`` if the task forbids collective ``name``, else record it."""
+    if name in RECORDER.forbidden:
+        raise ForbiddenCollective(
+            f"dist.{name} is not allowed here{how}: build this operation from send/recv yourself"
+        )
+    RECORDER.collectives.append(name)
+
+
+@contextmanager
+def nested() -> Iterator[bool]:
+    """Track wrapper nesting; yields True for the outermost wrapped call."""
+    RECORDER.depth += 1
+    try:
+        yield RECORDER.depth == 1
+    finally:
+        RECORDER.depth -= 1
+
+
+@contextmanager
+def accounted() -> Iterator[None]:
+    """Add what the call advances the groups' sequence numbers by to what the wrappers let through."""
+    before = _sequence_total()
+    try:
+        yield
+    finally:
+        RECORDER.accounted += _sequence_total() - before
