@@ -14,7 +14,6 @@ is left.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import secrets
@@ -51,8 +50,6 @@ PLACEHOLDER = "@OTHER_SUBMISSION_CANARY@"
 
 def local_sandbox() -> str | None:
     """None when the local runner sandboxes ranks here; else why not."""
-    if importlib.util.find_spec("grader.sandbox") is None:
-        return "grader.sandbox does not exist yet"
     from grader.core import sandbox
 
     if sandbox.requested_mode() == "none":
@@ -240,6 +237,8 @@ def run_corpus(backend: str, root: Path) -> CorpusRun:
     host_secret.write_text(canaries["host"])
     reference = (REPO / "solutions" / "02_ring_tree" / "allreduce.py").read_text()
     sandbox_missing = local_sandbox() if backend == "local" else None
+    if sandbox_missing and os.environ.get("CI"):  # CI installs bubblewrap: its items must attack, not xfail
+        pytest.fail(f"the local sandbox does not work here ({sandbox_missing}); CI needs it")
     not_run = {}
     for item in MANIFEST["items"]:
         if item.get("local") == "sandbox" and sandbox_missing:

@@ -150,7 +150,7 @@ class PendingGrade:
 
     submission: Submission
     key: str
-    """The record key: the hash of its files, the suite and the runner (grader.records.submission_key)."""
+    """The record key: the hash of its files, the suite and the runner (``records.submission_key``)."""
     submitted: str | None
     """ISO 8601 submission time to record (``--late``), else None."""
     files: dict[str, str] = field(default_factory=dict)

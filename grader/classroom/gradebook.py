@@ -3,7 +3,7 @@
 Mapping: an exercise is an assignment (named ``NN_slug``) with one notebook (its slug); each graded test is
 a grade cell worth its points; each student is a student. One solution cell, ``submission``, holds the
 comment: why an invalid upload was not graded, so the instructor sees it next to the 0, or which concepts a
-graded one lost (each test cell's score already follows its concept: see grader/scoring.py). Only one
+graded one lost (each test cell's score already follows its concept: see grader/core/scoring.py). Only one
 process writes: the batch driver.
 """
 

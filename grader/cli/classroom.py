@@ -88,7 +88,8 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
 def _batch_on_slurm(
     args: argparse.Namespace, course: Course, exercise: Exercise, out: Path, console: Console
 ) -> int:
-    """The same batch, its gradings run as Slurm jobs (grader/slurm.py), or printed with --dry-run."""
+    """The same batch, its gradings run as Slurm jobs (``grader.classroom.slurm``), or printed with
+    --dry-run."""
     from grader.classroom.slurm import SlurmStopped
     from grader.classroom.slurm_batch import slurm_dry_run, slurm_plan
 

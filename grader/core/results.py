@@ -80,7 +80,7 @@ class ExerciseResult:
     notes: tuple[str, ...] = field(default=())
     """Run-level remarks, e.g. 'the hidden suite is not available: public checks only'."""
     concepts: tuple[ConceptScore, ...] = ()
-    """Score per concept (``grader.scoring``); empty for a result no test reported for."""
+    """Score per concept (``grader.core.scoring``); empty for a result no test reported for."""
 
     @property
     def score(self) -> float:

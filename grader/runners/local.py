@@ -35,7 +35,7 @@ _warned_unsandboxed = False
 
 
 class LocalRunner:
-    """Grades in this process; ranks run in a bubblewrap sandbox when it works here (see ``grader.sandbox``).
+    """Grades in this process; ranks run in a bubblewrap sandbox when it works here (``core.sandbox``).
 
     ``reuse_worlds=False`` exists for the benchmark's baseline (a fresh factory and world per test).
     """
