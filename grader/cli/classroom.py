@@ -1,7 +1,8 @@
 """An instructor's subcommands: ``batch``, ``export`` and ``report``.
 
 Each ``add_*`` declares one subcommand's options; its ``cmd_*`` handler checks them and calls
-``grader.classroom``, then prints the outcome (``grader.cli.views`` while a batch grades).
+``grader.classroom``, then prints the outcome (``grader.cli.views`` while a batch grades). The handlers import
+the classroom package themselves: a student's ``grade exercise`` never loads it.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader.classroom.grade import batch_deadline, batch_grade
 from grader.cli.common import EXAMPLES, Subcommands, add_run_options
-from grader.cli.views import BatchProgressView, batch_report
 from grader.core.course import Course, Exercise
 
 if TYPE_CHECKING:
@@ -128,7 +127,9 @@ def _grade_batch(
     pool: SlurmPool | None = None,
 ) -> None:
     """``batch_grade`` under a progress bar (which also shows the Slurm queue), then the batch's report."""
+    from grader.classroom.grade import batch_grade
     from grader.classroom.gradebook import default_url
+    from grader.cli.views import BatchProgressView, batch_report
 
     progress = BatchProgressView(console)
     if pool is not None:
@@ -174,6 +175,7 @@ def add_report(commands: Subcommands) -> None:
 
 def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> int:
     from grader.classroom.class_report import write_report
+    from grader.classroom.grade import batch_deadline
 
     if not (args.grades / "records").is_dir():
         raise ValueError(f"{args.grades} is not a batch's folder (it has no records/); give grades/NN_slug")

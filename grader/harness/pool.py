@@ -1,8 +1,7 @@
 """Every world of one grading run: a ``Pool`` per world size and node count, and the factories they fork from.
 
 One rank factory here serves every single-node world; multi-node worlds fork their ranks on a factory per
-node (``remote``), all meeting at a store the judge hosts. ``Pool`` and ``WorldConfig`` (``world``) are
-importable from here too.
+node (``remote``), all meeting at a store the judge hosts. One world is ``world.Pool``.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from typing import Any
 from grader.harness.factory import FactoryError, RankFactory
 from grader.harness.remote import NodeRankFactory, Switchboard, judge_host
 from grader.harness.world import Factory, Pool, WorldConfig
-
-__all__ = ["Pool", "Pools", "WorldConfig"]
 
 
 class Pools:

@@ -20,8 +20,9 @@ from grader.core.scoring import score_by_concept
 from grader.core.submission import stage
 from grader.harness.factory import RankFactory
 from grader.harness.plugin import GradingPlugin
-from grader.harness.pool import Pools, WorldConfig
+from grader.harness.pool import Pools
 from grader.harness.remote import allocation_nodes
+from grader.harness.world import WorldConfig
 from grader.runners.job import GradeJob, SuiteError
 
 RANK_PROCESSES = 4096
