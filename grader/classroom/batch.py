@@ -84,7 +84,7 @@ def how_code_runs(backend: str, *, allow_unsandboxed: bool) -> str:
     mode = sandbox.requested_mode()
     why_not = "DISTGPU_SANDBOX=none" if mode == "none" else sandbox.probe()
     if why_not is None:
-        who = " as nobody" if os.geteuid() == 0 else ""
+        who = ", each grading as a uid of its own," if os.geteuid() == 0 else ""
         return f"student code runs sandboxed with bubblewrap{who}: no network, no solutions or hidden tests"
     if mode == "bwrap":
         raise ValueError(f"{sandbox.SANDBOX_ENV_VAR}=bwrap, but {why_not}")

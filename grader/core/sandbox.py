@@ -9,7 +9,8 @@ The sandbox holds the rank factory (``harness.zygote``) and every rank it forks,
 - a minimal environment for bwrap itself, so ``/proc/1/environ`` inside shows none of the judge's secrets;
 - ``--new-session`` (no terminal injection), and no capabilities: unprivileged users get a user namespace
   with every capability dropped; as root the factory keeps root inside (to drop each rank) and every rank
-  becomes ``RANK_UID`` before it touches student code, so the real uid on the host is unprivileged.
+  becomes the run's leased uid (``core.rank_uids``) before it touches student code, so the real uid on the
+  host is unprivileged and its process limit is this grading's alone.
 
 Resource limits (``RankLimits``) are rlimits each rank sets on itself before it imports the submission;
 bubblewrap has none of its own. The wall clock stays with the judge.
@@ -25,9 +26,6 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-RANK_UID = 65534
-"""nobody: what ranks become when the grader runs as root."""
 
 SANDBOX_ENV_VAR = "DISTGPU_SANDBOX"
 """``auto`` (default: bubblewrap when it works here), ``bwrap`` (required) or ``none``."""
@@ -46,7 +44,7 @@ class RankLimits:
     file_size_bytes: int = 256 << 20
     open_files: int = 4096
     processes: int | None = None
-    """Per real uid, host-wide, threads included; root ignores it. Set only for ranks that run as RANK_UID:
+    """Per real uid, host-wide, threads included; root ignores it. Set only for ranks that run as a leased uid:
     a user's own uid already runs their desktop, so no fixed figure fits it."""
 
     def for_rank(self, world_size: int) -> dict[str, int | None]:
@@ -134,6 +132,8 @@ def minimal_env() -> dict[str, str]:
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
+        "USER": "distgpu-rank",  # a leased uid has no passwd entry: getpass.getuser() reads this instead
+        "LOGNAME": "distgpu-rank",
         "OMP_NUM_THREADS": "1",
     }
     for key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):

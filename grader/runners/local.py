@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.core import sandbox
+from grader.core import rank_uids, sandbox
 from grader.core.results import ExerciseResult
 from grader.core.scoring import score_by_concept
 from grader.core.submission import stage
@@ -26,7 +26,7 @@ from grader.harness.world import WorldConfig
 from grader.runners.job import GradeJob, SuiteError
 
 RANK_PROCESSES = 4096
-"""Processes and threads all ranks running as ``sandbox.RANK_UID`` may have together, host-wide."""
+"""Processes and threads the ranks of one grading run may have together (they share a leased uid)."""
 
 PG_TIMEOUT_MARGIN_S = 30.0
 """gloo's own timeout stays longer than any test's, so the judge's clock (with stacks) always fires first."""
@@ -75,6 +75,7 @@ class LocalRunner:
         self.shuffle_seed = shuffle_seed
         self.keep_factory = keep_factory
         self._kept: _KeptFactory | None = None
+        self._uid_lease: rank_uids.RankUidLease | None = None
         self.last_pools: Pools | None = None
         """The pools of the last run, kept for benchmarks (start counts and times)."""
 
@@ -87,6 +88,7 @@ class LocalRunner:
         finally:
             if not self.keep_factory:
                 shutil.rmtree(scratch, ignore_errors=True)
+                self._release_uid()
         if plugin.errors:
             raise SuiteError("\n".join(plugin.errors))
         notes += [f"saved {what}: {path}" for what, path in plugin.artifacts if path.exists()]
@@ -145,7 +147,7 @@ class LocalRunner:
         box = self._sandbox(scratch / "impl", programs_dir, scratch)
         run_as_uid = self.run_as_uid
         if box is not None and os.geteuid() == 0:
-            run_as_uid = sandbox.RANK_UID
+            run_as_uid = self._rank_uid()
         if run_as_uid is not None:
             scratch.chmod(0o755)  # ranks read the staged submission here after dropping privileges
         return WorldConfig(
@@ -226,6 +228,22 @@ class LocalRunner:
             if kept.factory is not None:
                 kept.factory.close()
             shutil.rmtree(kept.scratch, ignore_errors=True)
+        self._release_uid()
+
+    def _rank_uid(self) -> int:
+        """The uid this run's ranks become: leased for the run (for the kept factory's life with
+        ``keep_factory``), so that no other grading on the host shares its process limit."""
+        if self._uid_lease is None:
+            try:
+                self._uid_lease = rank_uids.lease_rank_uid()
+            except rank_uids.NoRankUid as exc:
+                raise SuiteError(str(exc)) from None
+        return self._uid_lease.uid
+
+    def _release_uid(self) -> None:
+        lease, self._uid_lease = self._uid_lease, None
+        if lease is not None:
+            lease.release()
 
     def _sandbox(self, impl_dir: Path, programs_dir: Path, scratch: Path) -> sandbox.Sandbox | None:
         """This run's sandbox, or None (mode ``none``, or ``auto`` where bubblewrap cannot run: said once)."""
