@@ -44,8 +44,8 @@ class RankLimits:
     file_size_bytes: int = 256 << 20
     open_files: int = 4096
     processes: int | None = None
-    """Per real uid, host-wide, threads included; root ignores it. Set only for ranks that run as a leased uid:
-    a user's own uid already runs their desktop, so no fixed figure fits it."""
+    """Per real uid, host-wide, threads included; root ignores it. Set only for ranks that run as a leased
+    uid: a user's own uid already runs their desktop, so no fixed figure fits it."""
 
     def for_rank(self, world_size: int) -> dict[str, int | None]:
         """The limits one rank of a ``world_size`` world applies (``worker._set_limits``)."""
@@ -114,14 +114,14 @@ class Sandbox:
 
 def for_grading_run(impl_dir: Path, programs_dir: Path, scratch_dir: Path) -> Sandbox:
     """The sandbox of one grading run: the runtime and course code read-only, the run's scratch writable."""
-    readable = [*_python_runtime(), *_package_dirs("grader", "coursekit"), programs_dir, impl_dir]
+    readable = [*_python_runtime(), *package_dirs("grader", "coursekit"), programs_dir, impl_dir]
     return Sandbox(readable=tuple(readable), writable=(scratch_dir,))
 
 
 def for_node_agent(scratch_dir: Path) -> Sandbox:
     """The sandbox of a rank factory on another node (``harness.agent``): the runtime and course code
     read-only, its scratch (where it stages the submission) writable, and the network."""
-    readable = [*_python_runtime(), *_package_dirs("grader", "coursekit")]
+    readable = [*_python_runtime(), *package_dirs("grader", "coursekit")]
     return Sandbox(readable=tuple(readable), writable=(scratch_dir,), network=True)
 
 
@@ -177,7 +177,8 @@ def _python_runtime() -> list[Path]:
     return sorted(p for p in places if p.is_dir() and p != Path("/usr"))
 
 
-def _package_dirs(*names: str) -> list[Path]:
+def package_dirs(*names: str) -> list[Path]:
+    """Where the packages ``names`` are imported from here (ranks import them from the same places)."""
     found = []
     for name in names:
         spec = importlib.util.find_spec(name)

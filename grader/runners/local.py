@@ -24,6 +24,7 @@ from grader.harness.pool import Pools
 from grader.harness.remote import allocation_nodes
 from grader.harness.world import WorldConfig
 from grader.runners.job import GradeJob, SuiteError
+from grader.runners.preflight import RanksCannotRead, check_ranks_can_read
 
 RANK_PROCESSES = 4096
 """Processes and threads the ranks of one grading run may have together (they share a leased uid)."""
@@ -120,6 +121,7 @@ class LocalRunner:
             raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
         device, gpus = _resolve_device(job.device)
         config = self._world_config(job, scratch, device)
+        self._check_ranks_can_read(config)
         factory = self._take_factory(job, config, gpus)
         self.last_pools = pools = Pools(
             config,
@@ -162,6 +164,19 @@ class LocalRunner:
             limits=self._rank_limits(box, run_as_uid, device),
             preload=job.exercise.preload,
         )
+
+    def _check_ranks_can_read(self, config: WorldConfig) -> None:
+        """Stop before the first test if ranks, as the uid they become, cannot read a file they need
+        (``runners.preflight``); once per kept factory."""
+        if config.run_as_uid is None or (self._kept is not None and self._kept.checked):
+            return
+        paths = [config.programs_dir, config.impl_dir, *sandbox.package_dirs("grader", "coursekit")]
+        try:
+            check_ranks_can_read(paths, config.run_as_uid, config.sandbox)
+        except RanksCannotRead as exc:
+            raise SuiteError(str(exc)) from None
+        if self._kept is not None:
+            self._kept.checked = True
 
     def _rank_limits(
         self, box: sandbox.Sandbox | None, run_as_uid: int | None, device: str
@@ -268,6 +283,8 @@ class _KeptFactory:
     key: tuple[str, str]
     scratch: Path
     factory: RankFactory | None = None
+    checked: bool = False
+    """Whether the ranks' files were found readable (``preflight``): once per kept factory."""
 
 
 def _suites(job: GradeJob) -> list[Path]:
