@@ -35,6 +35,13 @@ class CommLog:
 
     events: tuple[CommEvent, ...]
     collectives: tuple[str, ...]
+    collective_bytes: tuple[int, ...] = ()
+    """Per entry of ``collectives``: the bytes of every tensor the call was handed, lists included (for
+    ``all_reduce(t)`` the message)."""
+
+    def collective_sizes(self, name: str) -> list[int]:
+        """The bytes handed to each call of collective ``name``, in call order."""
+        return [n for c, n in zip(self.collectives, self.collective_bytes, strict=False) if c == name]
 
     @property
     def sends(self) -> int:
@@ -135,6 +142,11 @@ class NotRun(WorldTimeout):
     """A test that was not started because its part already hung, or the time budget ran out."""
 
 
+class SameCallHung(NotRun):
+    """A test not started because the same call already hung in another test: the judge runs it again in
+    a fresh world once the others are done, unless its concept is lost already (``GradingPlugin``)."""
+
+
 def _ranks(ranks: list[int]) -> str:
     return ", ".join(str(r) for r in ranks)
 
@@ -154,7 +166,8 @@ def rank_results(replies: dict[int, Any]) -> list[RankResult]:
 def _rank_result(rank: int, reply: dict[str, Any]) -> RankResult:
     comm = reply["comm"]
     events = tuple(CommEvent(**event) for event in comm["events"])
-    return RankResult(rank, reply["value"], CommLog(events, tuple(comm["collectives"])), reply["seconds"])
+    log = CommLog(events, tuple(comm["collectives"]), tuple(comm.get("collective_bytes", ())))
+    return RankResult(rank, reply["value"], log, reply["seconds"])
 
 
 def failure(failed: dict[int, Any], world_size: int) -> RankFailure:

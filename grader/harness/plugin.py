@@ -7,6 +7,7 @@ policies, and records one ``TestResult`` per test.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import random
 import sys
@@ -18,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from _pytest.runner import runtestprotocol
 
 from grader.core.course import Concept, Course, Exercise, Part
 from grader.core.results import Status, TestResult
@@ -29,6 +31,7 @@ from grader.harness.outcomes import (
     RankCudaError,
     RankFailure,
     RankOutOfMemory,
+    SameCallHung,
     WorldCrashed,
     WorldTimeout,
 )
@@ -74,15 +77,21 @@ class GradingPlugin:
         self._tests_per_concept: dict[tuple[str, str], int] = {}
         self._hangs: Hangs = {}
         self._started = time.monotonic()
+        self._deferred: list[tuple[pytest.Item, TestResult]] = []
+        """Tests another test's hang or crash kept from running, with the result they would get now."""
+        self._retrying = False
 
     # -----------------------------------------------------------------------------------------------------
     # configure and collect
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        """Register the ``part`` and ``concept`` markers."""
+        """Register the ``part``, ``concept`` and ``generated`` markers."""
         config.addinivalue_line("markers", "part(id): the course.yml part this test scores for")
         config.addinivalue_line(
             "markers", "concept(name): the concept.yml concept the test scores for; its idea is shown"
+        )
+        config.addinivalue_line(
+            "markers", "generated: the test's inputs are drawn from seeds in the judge (grade validate)"
         )
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -163,7 +172,7 @@ class GradingPlugin:
         return World(
             self.pools.get(size, part.nodes, shared_gpus=self._shared_gpus(part, size)),
             part.timeout,
-            hangs=self._hangs,
+            hangs={} if self._retrying else self._hangs,  # a test run again makes every call itself
             test=request.node.name,
         )
 
@@ -222,10 +231,39 @@ class GradingPlugin:
         """Record a ``TestResult`` when a test ends: a failed setup, or the call phase."""
         report = yield
         if (call.when == "setup" and report.failed) or call.when == "call":
-            self.results.append(self._result(item, call, report))
+            result = self._result(item, call, report)
+            if not self._retrying and _kept_from_running(call):
+                self._deferred.append((item, result))
+                return report
+            self.results.append(result)
             if self.on_progress is not None:
                 self.on_progress(len(self.results), self._total)
         return report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        """After every test ran once: run again, each in a fresh world, the tests another test's hang or
+        crash kept from running; a test costs points only if it fails on its own. One whose concept another
+        test already lost keeps its "not run" (running it could change nothing but the time spent)."""
+        outcome = yield
+        deferred, self._deferred = self._deferred, []
+        self._retrying = True
+        for item, kept_out in deferred:
+            if self._concept_lost(kept_out):
+                self.results.append(_not_retried(kept_out))
+            else:
+                self.pools.retire_all()
+                runtestprotocol(item, nextitem=None, log=False)
+        self._retrying = False
+        if deferred and self.on_progress is not None:
+            self.on_progress(len(self.results), self._total)
+        return outcome
+
+    def _concept_lost(self, test: TestResult) -> bool:
+        return any(
+            t.part == test.part and t.concept == test.concept and t.status is not Status.PASSED
+            for t in self.results
+        )
 
     def _result(
         self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
@@ -254,7 +292,20 @@ class GradingPlugin:
             suite=suite,
             world_size=size,
             seconds=call.duration,
+            generated=item.get_closest_marker("generated") is not None,
         )
+
+
+def _kept_from_running(call: pytest.CallInfo[None]) -> bool:
+    """Whether a test ended because of another test: the same call hung there, or what it left running
+    kept this test's ranks from starting."""
+    return call.excinfo is not None and call.excinfo.errisinstance((SameCallHung, FactoryError))
+
+
+def _not_retried(test: TestResult) -> TestResult:
+    return dataclasses.replace(
+        test, output=f"{test.output}\n  (not run again: another test of concept '{test.concept}' failed)"
+    )
 
 
 def _explained(output: str, item: pytest.Item, call: pytest.CallInfo[None], concept: Concept | None) -> str:

@@ -66,6 +66,12 @@ class Pools:
             self.starts.append((size, pool.start_seconds))
         return pool
 
+    def retire_all(self) -> None:
+        """Make the next ``get`` start fresh ranks, whatever size: for a test run again, which must not meet
+        what an earlier test left behind."""
+        for pool in self._pools.values():
+            pool.retired = True
+
     def _started(self, size: int, nodes: int, shared_gpus: int | None) -> Pool:
         """A started world; a factory that died under it (a rank may kill it) is replaced once."""
         for attempt in (1, 2):

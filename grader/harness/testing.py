@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from grader.harness.outcomes import CheckFailure, CommEvent, NotRun, RankResult, WorldTimeout
+from grader.harness.outcomes import CheckFailure, CommEvent, RankResult, SameCallHung, WorldTimeout
 from grader.harness.world import Pool
 
 Hangs = dict[tuple[Any, ...], str]
@@ -22,7 +22,9 @@ class World:
 
     A call that hung once is not made again in the same grading run: the same function (or rank program)
     with the same configuration (its string and boolean arguments) at the same world size raises
-    ``NotRun`` naming the test that hung. Any other call still runs: one deadlock costs only its own tests.
+    ``SameCallHung`` naming the test that hung, and the plugin runs that test again in a fresh world at the
+    end, unless its concept is lost already. Any other call still runs: one deadlock costs only its own
+    tests.
     """
 
     def __init__(self, pool: Pool, timeout_s: float, *, hangs: Hangs | None = None, test: str = "") -> None:
@@ -74,7 +76,7 @@ class World:
     def _submit(self, tasks: list[dict[str, Any]]) -> list[RankResult]:
         key = call_key(tasks[0], self.size)
         if key in self._hangs:
-            raise NotRun(f"not run: {key[0]} {self._hangs[key]}; the same call would hang again")
+            raise SameCallHung(f"not run: {key[0]} {self._hangs[key]}; the same call would hang again")
         self.last = None
         try:
             self.last = self._pool.submit(tasks, self._timeout_s)

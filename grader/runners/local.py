@@ -135,6 +135,7 @@ class LocalRunner:
             with _outer_pytest_settings_ignored():
                 code = pytest.main(_pytest_args(suites, job.course.root), plugins=[plugin])
         finally:
+            _forget_suites(suites)
             kept = pools.close()
             if self._kept is not None:
                 self._kept.factory = kept
@@ -293,6 +294,15 @@ def _suites(job: GradeJob) -> list[Path]:
         job.course.solution_dir(job.exercise) / "test_hidden.py",
     ]
     return [path for path in candidates if path.is_file()]
+
+
+def _forget_suites(suites: list[Path]) -> None:
+    """Drop the suites' modules from ``sys.modules``: pytest names them by their path under the course root,
+    so another course graded in this process (``test_hidden.py`` at the same place) would get these."""
+    paths = {str(p) for p in suites} | {str(p.resolve()) for p in suites}
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) in paths:
+            del sys.modules[name]
 
 
 def _pytest_args(suites: list[Path], rootdir: Path) -> list[str]:
