@@ -1,7 +1,8 @@
 """Gradings graded side by side do not reach each other (issue 29): in a ``--workers 2`` batch that holds the
 fork bomb, the thread bomb and the memory bomb of the adversarial corpus, every well-behaved submission gets
-the grade it gets alone. Each grading's ranks run as a uid of their own (``grader.core.rank_uids``), so the
-process limit one bomb exhausts is never its neighbour's.
+the grade it gets alone. Locally, each grading's ranks run as a uid of their own (``grader.core.rank_uids``),
+so the process limit one bomb exhausts is never its neighbour's; in Docker, each container has its own pids
+and memory caps (the ranks' uid is nobody in every container, and no rlimit counts per uid there).
 
 This file runs in the normal parallel test run, beside other gradings on the other xdist worker.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from docker_support import require_docker_image
 from test_adversarial import ITEMS, build_item, local_sandbox
 
 from grader.authoring.validate import mutated
@@ -54,10 +56,10 @@ def _well_behaved(subs: Path) -> list[str]:
     return ["reference", *BUGS]
 
 
-def _grade(subs: Path, out: Path, workers: int) -> dict[str, ExerciseResult]:
+def _grade(subs: Path, out: Path, workers: int, backend: str) -> dict[str, ExerciseResult]:
     course = load_course(REPO / "course.yml")
     plan = make_plan(
-        course=course, exercise=course.find(EXERCISE), backend="local", device="cpu", workers=workers, gpus=0
+        course=course, exercise=course.find(EXERCISE), backend=backend, device="cpu", workers=workers, gpus=0
     )
     results: dict[str, ExerciseResult] = {}
     batch_grade(
@@ -77,17 +79,22 @@ def _grades(result: ExerciseResult) -> dict[str, tuple[str, float]]:
     return {t.name: (t.status.value, t.score) for t in result.tests}
 
 
-def test_bombs_in_a_two_worker_batch_leave_their_neighbours_solo_grades(class_folder: Path) -> None:
-    if why := local_sandbox():
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_bombs_in_a_two_worker_batch_leave_their_neighbours_solo_grades(
+    class_folder: Path, backend: str
+) -> None:
+    if backend == "docker":
+        require_docker_image()
+    elif why := local_sandbox():
         pytest.fail(f"the bombs need the local sandbox, which does not work here: {why}")
     solo_subs, batch_subs = class_folder / "solo", class_folder / "batch"
     students = _well_behaved(solo_subs)
-    solo = _grade(solo_subs, class_folder / "solo-out", workers=1)
+    solo = _grade(solo_subs, class_folder / "solo-out", workers=1, backend=backend)
     shutil.copytree(solo_subs, batch_subs)
     reference = (REPO / "solutions" / "02_ring_tree" / "allreduce.py").read_text()
     for bomb in BOMBS:
         build_item(ITEMS[bomb], batch_subs / bomb, reference, REPO, canary="")
-    beside = _grade(batch_subs, class_folder / "batch-out", workers=2)
+    beside = _grade(batch_subs, class_folder / "batch-out", workers=2, backend=backend)
     assert set(beside) == {*students, *BOMBS}
     assert solo["reference"].score == solo["reference"].max_score  # the yardstick itself is sound
     for student in students:
