@@ -125,6 +125,25 @@ def construct_attention(ctx: Any, *, hidden: int, num_heads: int) -> dict[str, A
     return {"raised": None, "message": ""}
 
 
+def loaded_then_overwritten(
+    ctx: Any, *, kind: str, weight: torch.Tensor, bias: torch.Tensor
+) -> dict[str, Any]:
+    """ColumnParallelLinear or RowParallelLinear(in, out).load_full(weight, bias); then the caller overwrites
+    its dense weight and bias in place (as it would when it loads the next layer into the same buffers). The
+    layer's parameters before and after that write."""
+    tp = ctx.submission("tensor_parallel")
+    cls = {"column": tp.ColumnParallelLinear, "row": tp.RowParallelLinear}[kind]
+    out_features, in_features = weight.shape
+    layer = cls(in_features, out_features, bias=True, dtype=weight.dtype, device=ctx.device)
+    weight, bias = (t.to(ctx.device) for t in (weight, bias))
+    layer.load_full(weight, bias)
+    before = {n: p.detach().clone() for n, p in layer.named_parameters()}
+    with torch.no_grad():
+        weight.fill_(-7.0)
+        bias.fill_(-7.0)
+    return {"before": before, "after": {n: p.detach().clone() for n, p in layer.named_parameters()}}
+
+
 def construct_linear(ctx: Any, *, kind: str, in_features: int, out_features: int) -> dict[str, Any]:
     """Only construct ColumnParallelLinear or RowParallelLinear(in, out); report the exception, if any."""
     tp = ctx.submission("tensor_parallel")

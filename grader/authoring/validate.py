@@ -7,7 +7,13 @@ For one exercise it grades, with one runner (one judge process, torch imported o
      README alone, laid over a copy of the reference; each must earn full marks (else the suite over-fits);
   4. the bug corpus, ``tests/corpus/NN_slug.yml``: plausible mistakes applied to the reference; each must
      fail a test of the concept it names, and so lose at least that concept's share of the points. A bug
-     is graded on the parts it concerns only (``bug_parts``).
+     is graded on the parts it concerns only (``bug_parts``);
+  5. the weights (no grading): the exercise marks a core misconception, and each costs at least
+     ``CORE_SHARE_FLOOR`` of the exercise's points, summed over the concepts that name it (``core_problems``);
+  6. the generated inputs: every concept a generated test grades has a bug that the generated cases alone
+     catch (``grader.authoring.generated``);
+  7. the timeouts (no grading of its own): each part's slowest reference test, and the slowest whole run,
+     against its timeout; under 3x is a problem (``grader.authoring.timeouts``).
 """
 
 from __future__ import annotations
@@ -24,12 +30,27 @@ from typing import Any
 import yaml
 
 from grader.authoring.check import stub_problems
+from grader.authoring.generated import generated_problems
 from grader.authoring.stubs import fresh_stubs
+from grader.authoring.timeouts import PartTime, part_times, timeout_problems
+from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob, Runner
 
-BUG_KEYS = {"name", "why", "file", "replace", "with", "concept", "loses", "keeps", "verdict", "message"}
+BUG_KEYS = {
+    "name",
+    "why",
+    "file",
+    "replace",
+    "with",
+    "also",
+    "concept",
+    "loses",
+    "keeps",
+    "verdict",
+    "message",
+}
 """What a bug-corpus entry may say (docs/authoring.md); name, why, file, replace, with, concept: always."""
 ALT_CASE_FILE = "case.yml"
 
@@ -81,6 +102,8 @@ class Validity:
     alts: list[AltOutcome]
     bugs: list[BugOutcome]
     problems: list[str] = field(default_factory=list)
+    timeouts: list[PartTime] = field(default_factory=list)
+    """Each part's slowest reference test against its timeout (``grader.authoring.timeouts``)."""
 
     @property
     def ok(self) -> bool:
@@ -90,6 +113,11 @@ class Validity:
     def smallest_loss(self) -> float | None:
         """The smallest (points lost / concept points) over the bugs judged here: >= 1 when all are caught."""
         return min((b.loss_share for b in self.bugs if not b.blocked), default=None)
+
+    @property
+    def smallest_core_share(self) -> float | None:
+        """The smallest core misconception's share of the exercise (>= ``CORE_SHARE_FLOOR`` when valid)."""
+        return min(self.exercise.core_shares().values(), default=None)
 
     def graded(self) -> dict[str, ExerciseResult]:
         """Every grading by case: 'reference-1'.., 'stubs', each alt's folder name, each bug's name."""
@@ -107,6 +135,7 @@ class Validity:
     def summary(self) -> dict[str, Any]:
         """The row of the validity table, as JSON values."""
         stable = sum(r.all_graded_passed for r in self.references)
+        core = self.smallest_core_share
         return {
             "exercise": self.exercise.key,
             "slug": self.exercise.slug,
@@ -115,7 +144,10 @@ class Validity:
             "alt_full": f"{sum(a.problem is None for a in self.alts)}/{len(self.alts)}",
             "bugs_caught": _caught(self.bugs),
             "smallest_loss_per_concept": None if self.smallest_loss is None else round(self.smallest_loss, 3),
+            "smallest_core_share": None if core is None else round(core, 4),
+            "concepts": concept_shares(self.exercise),
             "problems": self.problems,
+            "timeouts": [t.to_dict() for t in self.timeouts],
             "alts": [{"name": a.name, "score": a.result.score, "max": a.result.max_score} for a in self.alts],
             "bugs": [
                 {
@@ -123,6 +155,7 @@ class Validity:
                     "concept": b.bug.get("concept"),
                     "lost": round(b.result.max_score - b.result.score, 6),
                     "concept_points": round(b.concept_points, 6),
+                    "loss_of_exercise": round(_points_lost(b.result) / self.exercise.points, 4),
                     "caught": b.problem is None and not b.blocked,
                     "blocked": b.blocked,
                 }
@@ -168,9 +201,12 @@ def validate_exercise(
         with mutated(reference_dir, bug) as folder:
             result = grade(folder, bug["name"], bug_parts(exercise, bug))
         bugs.append(judge_bug(exercise, bug, result))
-    problems = _reference_problems(references) + stub_problems(stubs)
+    problems = core_problems(exercise) + _reference_problems(references) + stub_problems(stubs)
     problems += [a.problem for a in alts if a.problem] + [b.problem for b in bugs if b.problem]
-    return Validity(exercise, references, stubs, alts, bugs, problems)
+    problems += generated_problems(references[0], [(b.bug["name"], b.result) for b in bugs]) if runs else []
+    timeouts = part_times(exercise, references)
+    problems += timeout_problems(timeouts)
+    return Validity(exercise, references, stubs, alts, bugs, problems, timeouts)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -229,21 +265,47 @@ def _overlaid(reference: Path, case: Path) -> Iterator[Path]:
 
 @contextmanager
 def mutated(reference: Path, bug: dict[str, Any]) -> Iterator[Path]:
-    """The reference with the bug's one ``replace`` -> ``with`` edit."""
+    """The reference with the bug's ``replace`` -> ``with`` edit, then each of its ``also`` edits (the same
+    misconception written in several functions of the file), each matching exactly once."""
+    edits = [bug, *bug.get("also", ())]
     with tempfile.TemporaryDirectory(prefix="distgpu-bug-") as folder:
         shutil.copytree(reference, folder, dirs_exist_ok=True)
         target = Path(folder) / bug["file"]
         source = target.read_text()
-        if source.count(bug["replace"]) != 1:
-            raise CorpusError(
-                f"{bug['name']}: 'replace' must match {bug['file']} of the reference exactly once"
-            )
-        target.write_text(source.replace(bug["replace"], bug["with"]))
+        for i, edit in enumerate(edits):
+            if not isinstance(edit, dict) or source.count(edit.get("replace", "")) != 1 or "with" not in edit:
+                where = "'replace'" if i == 0 else f"'also' edit {i}"
+                raise CorpusError(
+                    f"{bug['name']}: {where} must match {bug['file']} of the reference exactly once"
+                )
+            source = source.replace(edit["replace"], edit["with"])
+        target.write_text(source)
         yield Path(folder)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # verdicts
+
+
+def concept_shares(exercise: Exercise) -> list[dict[str, Any]]:
+    """Each concept's share of the exercise's points (0..1), with its part and its core name (or None)."""
+    return [
+        {"part": p.id, "concept": c.name, "share": round(exercise.share(p, c), 4), "core": c.core}
+        for p in exercise.parts
+        for c in p.concepts
+    ]
+
+
+def core_problems(exercise: Exercise) -> list[str]:
+    """An exercise with parts that marks no core misconception, and each core one that costs too little."""
+    shares = exercise.core_shares()
+    if not shares and any(p.concepts for p in exercise.parts):
+        return ["weights: no concept marks a core misconception (`core:` in concepts.yml)"]
+    return [
+        f"weights: core misconception {name!r} is {share:.1%} of the exercise, under {CORE_SHARE_FLOOR:.0%}"
+        for name, share in shares.items()
+        if share < CORE_SHARE_FLOOR - 1e-9
+    ]
 
 
 def judge_bug(exercise: Exercise, bug: dict[str, Any], result: ExerciseResult) -> BugOutcome:

@@ -17,7 +17,7 @@ from rich.table import Table
 from grader.cli.common import EXAMPLES, Subcommands, add_run_options
 from grader.core.course import Course, Exercise
 from grader.core.formats import to_gradescope, to_junit
-from grader.learner.grade import grade_exercise, last_result
+from grader.learner.grade import grade_exercise, last_result, task_section
 from grader.learner.views import ProgressBar, checkpoint_summary, progress_tables, to_terminal
 from grader.runners import make_runner
 
@@ -114,7 +114,7 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
             part=args.part,
             on_progress=bar.update,
         )
-    to_terminal(result, console)
+    to_terminal(result, console, readme=task_section(course, exercise))
     if args.json:
         args.json.write_text(json.dumps(to_gradescope(result), indent=2))
     if args.junit:

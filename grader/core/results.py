@@ -43,6 +43,8 @@ class TestResult:
     seconds: float = 0.0
     concept: str = ""
     """The concept the test scores for (course concepts.yml); the part's name when the part declares none."""
+    generated: bool = False
+    """The test draws its inputs from seeds in the judge (marked ``pytest.mark.generated``)."""
 
     @property
     def visibility(self) -> str:
@@ -124,6 +126,23 @@ class ExerciseResult:
             for i, part in enumerate(exercise.parts, start=1)
         )
         return cls(exercise=exercise.key, title=exercise.title, graded=graded, device=device, tests=tests)
+
+    def not_started(self) -> tuple[str, ...]:
+        """The parts no work has reached yet: every test of the part that ran (blocked ones aside) stopped at
+        an untouched stub's ``NotImplementedError("TODO(<part id>): ...")`` of this exercise (what
+        ``grade stubs`` writes), and at least one at the part's own. A part whose tests stop at another
+        part's stub only is started: its own code ran."""
+        stub = f"NotImplementedError: TODO({self.exercise}."
+        parts = []
+        for part in dict.fromkeys(t.part for t in self.tests):
+            ran = [t for t in self.tests if t.part == part and t.status is not Status.BLOCKED]
+            if (
+                ran
+                and all(t.status is Status.FAILED and stub in t.output for t in ran)
+                and any(f"NotImplementedError: TODO({part})" in t.output for t in ran)
+            ):
+                parts.append(part)
+        return tuple(parts)
 
     @property
     def verdict(self) -> Status:

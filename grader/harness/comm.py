@@ -1,7 +1,8 @@
 """Counting and forbidding inside a rank: wrappers around torch.distributed, installed before student code.
 
 Point-to-point calls (send, recv, isend, irecv) are recorded as ``CommEvent``s so a test can check message
-and byte counts against theory. Collective calls are recorded by name, and raise ``ForbiddenCollective``
+and byte counts against theory. Collective calls are recorded by name, with the bytes of the tensors they
+were handed (``CommLog.collective_bytes``), and raise ``ForbiddenCollective``
 when the test forbade them, e.g. ``dist.all_reduce`` inside a student's own all-reduce.
 
 Every road to the network that Python can take is wrapped, not only ``torch.distributed``'s functions:
@@ -46,6 +47,7 @@ from grader.harness.recorder import (
     note_group,
     record_p2p,
     refuse_or_record,
+    tensor_bytes,
     watch_world,
 )
 
@@ -86,7 +88,7 @@ def _wrap_collective(name: str, original: Callable[..., Any]) -> Callable[..., A
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if RECORDER.depth == 0:
-            refuse_or_record(name, "")
+            refuse_or_record(name, "", tensor_bytes(args, kwargs))
         with nested() as outermost:
             if not outermost:
                 return original(*args, **kwargs)
@@ -121,7 +123,7 @@ def _wrap_group_method(
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         note_group(self)
         if RECORDER.depth == 0 and name not in (P2P, UNNAMED):
-            refuse_or_record(name, how)
+            refuse_or_record(name, how, tensor_bytes(args, kwargs))
         with nested() as outermost:
             if not outermost:
                 return original(self, *args, **kwargs)
@@ -163,7 +165,7 @@ def _wrap_op(namespace: str, op: str, name: str, original: Callable[..., Any]) -
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if RECORDER.depth == 0 and name != P2P:
-            refuse_or_record(name, how)
+            refuse_or_record(name, how, tensor_bytes(args, kwargs))
         with nested() as outermost:
             if not outermost:
                 return original(*args, **kwargs)

@@ -27,6 +27,8 @@ class CommRecorder:
 
     events: list[dict[str, Any]] = field(default_factory=list)
     collectives: list[str] = field(default_factory=list)
+    collective_bytes: list[int] = field(default_factory=list)
+    """Per entry of ``collectives``: the bytes of every tensor the call was handed (``tensor_bytes``)."""
     forbidden: frozenset[str] = frozenset()
     depth: int = 0
     """Nesting of wrapped calls: torch's ``send`` calls ``isend``; only the outer call is the student's."""
@@ -39,6 +41,7 @@ class CommRecorder:
 
     def reset(self, forbidden: frozenset[str]) -> None:
         self.events, self.collectives, self.forbidden, self.depth = [], [], forbidden, 0
+        self.collective_bytes = []
         self.accounted, self.unrecorded, self.baseline = 0, 0, _sequence_numbers()
 
     def finish(self) -> None:
@@ -58,7 +61,11 @@ class CommRecorder:
             )
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"events": self.events, "collectives": self.collectives}
+        out: dict[str, Any] = {
+            "events": self.events,
+            "collectives": self.collectives,
+            "collective_bytes": self.collective_bytes,
+        }
         if self.unrecorded:
             out["unrecorded"] = self.unrecorded
         return out
@@ -137,13 +144,27 @@ def record_p2p(op: str, tensor: torch.Tensor, peer: int | None) -> None:
     )
 
 
-def refuse_or_record(name: str, how: str) -> None:
-    """Raise ``ForbiddenCollective`` if the task forbids collective ``name``, else record it."""
+def refuse_or_record(name: str, how: str, nbytes: int = 0) -> None:
+    """Raise ``ForbiddenCollective`` if the task forbids collective ``name``, else record it and the bytes
+    of the tensors it was handed."""
     if name in RECORDER.forbidden:
         raise ForbiddenCollective(
             f"dist.{name} is not allowed here{how}: build this operation from send/recv yourself"
         )
     RECORDER.collectives.append(name)
+    RECORDER.collective_bytes.append(nbytes)
+
+
+def tensor_bytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """The bytes of every tensor among a call's arguments, those in a list or tuple included: for
+    ``all_reduce(t)`` or ``broadcast(t, src)`` the message itself; for a collective with an input and an
+    output (``all_gather``, ``reduce_scatter``) both."""
+    total = 0
+    for value in (*args, *kwargs.values()):
+        for item in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(item, torch.Tensor):
+                total += item.numel() * item.element_size()
+    return total
 
 
 @contextmanager

@@ -85,3 +85,20 @@ def last_result(course: Course, exercise: Exercise) -> ExerciseResult | None:
         return ExerciseResult.from_dict(json.loads(path.read_text()))
     except (OSError, ValueError):
         return None
+
+
+TASK_SECTION = "What to implement"
+"""The README section that lists each part's task, in every exercise that has one."""
+
+
+def task_section(course: Course, exercise: Exercise) -> str:
+    """Where a learner reads what to do, for a part not started: 'exercises/NN_slug/README.md, section
+    "What to implement"', else the README's first '## ' section (an exercise laid out otherwise)."""
+    readme = course.exercise_dir(exercise) / "README.md"
+    try:
+        headings = [line[3:].strip() for line in readme.read_text().splitlines() if line.startswith("## ")]
+    except OSError:
+        return ""
+    where = readme.relative_to(course.root) if readme.is_relative_to(course.root) else readme
+    section = TASK_SECTION if TASK_SECTION in headings else next(iter(headings), "")
+    return f'{where}, section "{section}"' if section else str(where)

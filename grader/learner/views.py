@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.core.formats import STYLES
-from grader.core.results import ExerciseResult, Status, TestResult
+from grader.core.results import ConceptScore, ExerciseResult, Status, TestResult
 
 if TYPE_CHECKING:
     from grader.learner.checkpoint import CheckpointOutcome
@@ -51,39 +51,58 @@ class ProgressBar:
         self.progress.update(self.task, completed=done, total=total)
 
 
-def to_terminal(result: ExerciseResult, console: Console) -> None:
-    """A table per part, then each distinct failure message once, then the score."""
+def to_terminal(result: ExerciseResult, console: Console, *, readme: str = "") -> None:
+    """A table per part, then each distinct failure message once, what each lost concept teaches, and the
+    score. A part not started yet (``ExerciseResult.not_started``) is one line instead of its table, its
+    failures and its concepts: where its task is described (``readme``, e.g. 'exercises/06_rdma_concepts/
+    README.md, section "What to implement"') and the ``grade hint`` that helps with it."""
     console.print(f"[bold]Exercise {result.exercise}: {result.title}[/]  ({result.graded}; {result.device})")
+    idle = result.not_started()
     for part in dict.fromkeys(t.part for t in result.tests):
-        console.print(_part_table(part, [t for t in result.tests if t.part == part]))
-    for tests in grouped_failures(result.tests).values():
+        if part in idle:
+            console.print(_not_started(result, part, readme), soft_wrap=True)
+        else:
+            console.print(_part_table(part, [t for t in result.tests if t.part == part]))
+    for tests in grouped_failures(tuple(t for t in result.tests if t.part not in idle)).values():
         console.print(Text(tests[0].output), soft_wrap=True)
         if len(tests) > 1:
             console.print(f"  [dim]the same {_where(tests)}[/]")
     for concept in result.concepts:
-        if not concept.earned and concept.max_score:
-            failed = concept.tests - concept.passed
-            blocked = [t for t in result.tests if (t.part, t.concept) == (concept.part, concept.name)]
-            if all(t.status in (Status.PASSED, Status.BLOCKED) for t in blocked):
-                console.print(
-                    f"[yellow]not graded here[/]: {concept.max_score:.3g} point"
-                    f"{'' if concept.max_score == 1 else 's'} of [bold]{concept.part}: {concept.name}[/] "
-                    f"({failed} of {concept.tests} tests blocked: {_first_output(blocked)})",
-                    soft_wrap=True,
-                )
-                continue
-            console.print(
-                f"[red]lost {concept.max_score:.3g} point{'' if concept.max_score == 1 else 's'}[/] on "
-                f"[bold]{concept.part}: {concept.name}[/]"
-                f" ({failed} of {concept.tests} tests not passed)"
-                + (f"\n  {concept.idea}" if concept.idea else ""),
-                soft_wrap=True,
-            )
+        if not concept.earned and concept.max_score and concept.part not in idle:
+            _concept_loss(result, concept, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {note}")
     style = "bold green" if result.all_graded_passed else "bold"
     console.print(
         f"[{style}]Score: {result.score:g} / {result.max_score:g}[/]  in {result.execution_time:.1f} s"
+    )
+
+
+def _not_started(result: ExerciseResult, part: str, readme: str) -> str:
+    points = sum(t.max_score for t in result.tests if t.part == part)
+    number, name = part.split(".", 1)
+    return (
+        f"[bold]{part}[/]: [yellow]not started[/] (0 / {points:.3g}, the stub raises NotImplementedError): "
+        f"start at {readme or 'the README'}; stuck? `grade hint {number} {name}`"
+    )
+
+
+def _concept_loss(result: ExerciseResult, concept: ConceptScore, console: Console) -> None:
+    """One line on a concept not earned: lost, with the idea it teaches, or not graded here (blocked)."""
+    failed = concept.tests - concept.passed
+    own = [t for t in result.tests if (t.part, t.concept) == (concept.part, concept.name)]
+    points = f"{concept.max_score:.3g} point{'' if concept.max_score == 1 else 's'}"
+    if all(t.status in (Status.PASSED, Status.BLOCKED) for t in own):
+        console.print(
+            f"[yellow]not graded here[/]: {points} of [bold]{concept.part}: {concept.name}[/] "
+            f"({failed} of {concept.tests} tests blocked: {_first_output(own)})",
+            soft_wrap=True,
+        )
+        return
+    console.print(
+        f"[red]lost {points}[/] on [bold]{concept.part}: {concept.name}[/]"
+        f" ({failed} of {concept.tests} tests not passed)" + (f"\n  {concept.idea}" if concept.idea else ""),
+        soft_wrap=True,
     )
 
 

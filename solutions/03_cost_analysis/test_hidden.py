@@ -12,14 +12,17 @@ all-reduce, a GPU's copies) that do not measure what they claim.
 - fit: weighted least squares to rel 1e-9 (every correct algorithm agrees to ~1e-14 on these data), weights
   used unsquared or ignored, alpha and beta swapped, the ring inversion.
 - measure: on 2 ranks, the timing contract (barrier before every timed call, one all-reduce per call, ranks
-  agreeing), seconds as the unit, and that a line fitted to some sizes predicts the others measured in the
-  same runs within a factor of 3. Timing checks use the fastest of 3 runs per size and get 3 attempts, so a
-  busy machine cannot fail them (see the note above the 03.measure tests).
+  agreeing), the size of each message timed (the bytes the harness saw each all-reduce handed: a size
+  taken as float32 elements moves 4x), seconds as the unit, and that a line fitted to some sizes predicts
+  the others measured in the same runs within a factor of 3. Timing checks use the fastest of 3 runs per
+  size and get 3 attempts, so a busy machine cannot fail them (see the note above the 03.measure tests).
 - copy_model: alpha in seconds, GiB, an unweighted fit (against the student's OWN weighted fit, so a 03.fit
   mistake is not counted twice), n_1/2 from the quoted figures, on noiseless lines drawn in the judge.
 - device_copies (GPU only): elapsed_time taken as seconds, a host clock around queued copies, events on
-  another stream than the copies, elements for bytes. Judged against the student's own points and a paired
-  large copy the rank program times before and after the sweep, never against fixed GB/s or microseconds.
+  another stream than the copies, elements for bytes, and at every size (not only the largest) a time off
+  the grader's own CUDA-event time of that copy, or nearer a host clock around a synchronized copy than the
+  GPU's time (the README asks for CUDA events). Judged against the student's own points and copies the
+  rank program times before and after the sweep, never against fixed GB/s or microseconds.
 """
 
 from __future__ import annotations
@@ -392,6 +395,9 @@ def test_link_parameters(world: World, reference) -> None:
 # Other processes on a shared machine only ever ADD time, so the judge takes, for each size, the fastest of
 # RUNS runs of your benchmark (each a median of 5 calls): on a 2-core machine at load 10, that kept every
 # prediction within a factor of 2.1 in 40 trials, where a single run missed a factor 3 one time in three.
+# A check that misses measures RUNS more and judges the fastest of all its runs so far (ATTEMPTS in all):
+# with every core busy and the load at 30, independent attempts still failed the reference once in 50
+# gradings (benchmarks/bench_timing_checks.py; docs/authoring.md, "Timing checks").
 
 FIT_SIZES = [1 << k for k in (10, 12, 14, 16, 18, 20, 22)]
 HELD_OUT = [1 << 13, 1 << 17, 1 << 21]
@@ -408,13 +414,13 @@ def measure(world: World, sizes: list[int], iters: int = 5, warmup: int = 1) -> 
     )
 
 
-def fastest(world: World, sizes: list[int]) -> list[float]:
-    """For each size, the least of RUNS measurements (rank 0's answer; the ranks agree)."""
+def fastest(world: World, sizes: list[int], so_far: list[float] | None = None) -> list[float]:
+    """For each size, the least of RUNS measurements (rank 0's answer; the ranks agree) and of ``so_far``."""
     runs = [measure(world, sizes)[0].returned for _ in range(RUNS)]
     for run in runs:
         if not isinstance(run, list) or len(run) != len(sizes) or not all(type(t) is float for t in run):
             raise AssertionError(f"measure_allreduce({sizes}) must return one float per size, got {run!r}")
-    return [min(times) for times in zip(*runs, strict=True)]
+    return [min(times) for times in zip(*runs, *([so_far] if so_far else []), strict=True)]
 
 
 @pytest.mark.part("03.measure")
@@ -443,42 +449,74 @@ def test_timing_contract(world: World) -> None:
 
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
+@pytest.mark.concept("bench_message_size")
+def test_times_the_bytes_asked_for(world: World) -> None:
+    # the harness records the bytes of the tensor each dist.all_reduce was handed: each size asked for must
+    # be timed on a message of exactly that many bytes (other all-reduces, such as the ranks' agreement,
+    # may come on top). Sizes a multiple of 4 and not powers of two, so that a size in float32 elements
+    # (4x the bytes) or in float64 ones (8x) never lands on another size of the list.
+    sizes = [3 << 8, 5 << 12, 12 << 12]
+    iters = 3
+    for res in measure(world, sizes, iters=iters, warmup=1):
+        moved = res.comm.collective_sizes("all_reduce")
+        wrong = {s: moved.count(s) for s in sizes if moved.count(s) < iters}
+        assert not wrong, (
+            f"rank {res.rank}: measure_allreduce({sizes}, iters={iters}) must time all-reduces of those many "
+            f"BYTES; all-reduces of {wrong} bytes were called {list(wrong.values())} times, and the "
+            f"all-reduces it called moved these sizes (bytes): {sorted(set(moved))}"
+        )
+
+
+@pytest.mark.part("03.measure")
+@pytest.mark.parametrize("world", [2], indirect=True)
 @pytest.mark.concept("bench_per_call")
 def test_seconds_and_growth(world: World) -> None:
-    failures = []
+    failures, best = [], None
     for _ in range(ATTEMPTS):
-        small, large = fastest(world, [1 << 10, 1 << 22])
-        # seconds: a 1 KiB all-reduce between two local processes takes microseconds to a few ms, never 0.1 s
-        # (a time in ms or us lands far outside); 4 MiB takes several times longer than 1 KiB
-        if 1e-6 <= small <= 0.1 and large > 2 * small:
+        small, large = best = fastest(world, [1 << 10, 1 << 22], best)
+        # a 1 KiB all-reduce between two processes takes at least a loopback round trip, tens of us, never
+        # under 1 us (load only adds time; too large a unit is test_time_is_per_call's). 4 MiB took 15-60x
+        # of 1 KiB in most single runs, 2x is asked; times handed back in another order than the sizes' invert
+        # this. Under load a single run fell to 1.3x: hence the fastest of several, and more on a miss.
+        if 1e-6 <= small and large > 2 * small:
             return
         failures.append(f"1 KiB: {small!r} s, 4 MiB: {large!r} s")
     raise AssertionError(
-        "times must be in seconds (1 KiB between 1e-6 and 0.1 s) and grow with the size (4 MiB > 2 x 1 KiB); "
-        f"in {ATTEMPTS} attempts: " + "; ".join(failures)
+        "times must be in seconds (1 KiB at least 1e-6 s) and grow with the size, in the order of the sizes "
+        f"(4 MiB > 2 x 1 KiB); in {ATTEMPTS} attempts: " + "; ".join(failures)
     )
+
+
+PER_CALL_ITERS = 32
 
 
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
 @pytest.mark.concept("bench_per_call")
 def test_time_is_per_call(world: World) -> None:
-    # the same 1 MiB all-reduce timed over 2 and over 16 calls: a median per call does not care, a total is
-    # 8 times larger. Each side is the fastest of all its runs so far (load only adds time), so the ratio
-    # settles towards 1 or 8 as runs accumulate; a sum would need every 2-call run 3 times slower than the
-    # fastest 16-call one to pass. 5 warm-up calls: after only 1, a correct benchmark measured 1.9 ms per
-    # call at iters=2 against 0.75 ms at iters=16 in CI (the first timed calls were still cold). No lower
-    # bound, for the same reason: fewer calls can only look slower per call.
-    few, more = math.inf, math.inf
-    for _ in range(ATTEMPTS):
-        few = min(few, *(measure(world, [1 << 20], 2, 5)[0].returned[0] for _ in range(RUNS)))
-        more = min(more, *(measure(world, [1 << 20], 16, 5)[0].returned[0] for _ in range(RUNS)))
-        if more / few <= 2.5:  # 1.0 or less for a time per call; a sum over the calls gives 8
-            return
-    raise AssertionError(
-        "measure_allreduce must return the time of ONE call (the median over iters), whatever iters is; "
-        f"fastest of {ATTEMPTS * RUNS} runs: iters=2: {few!r} s, iters=16: {more!r} s"
-    )
+    # Judged on each rank's own clock around your measure_allreduce, not against another timing: its 32 timed
+    # calls lie inside that span, so their median is at most 2 x span / 32 on any machine, idle or loaded (a
+    # correct benchmark can never fail this). A sum over the 32 calls, or milliseconds, is 16 or 1000 times
+    # over it; measured on the 2-core CI box, a sum came out at 7x the bound or more with every core busy.
+    # Three runs; one over the bound is enough (load only makes a run longer, never a bound tighter).
+    sizes, iters = [1 << 20], PER_CALL_ITERS
+    for _ in range(RUNS):
+        results = world.run(
+            "rank_programs:enclosed_measure", inputs={"sizes": sizes, "iters": iters, "warmup": 2}
+        )
+        for res in results:
+            if res.value["times"] is None:
+                raise AssertionError(
+                    f"measure_allreduce({sizes}) must return one float per size: {res.value['bad']}"
+                )
+        bound = 2 * max(res.value["span"] for res in results) / iters
+        got = results[0].value["times"][0]
+        assert got <= bound, (
+            f"measure_allreduce([1 MiB], iters={iters}) returned {got!r} s, but the whole call took "
+            f"{bound * iters / 2:.4g} s on the slowest rank, so the median of its {iters} timed calls is at "
+            f"most {bound:.4g} s: times must be in seconds, and the time of ONE call (the median over "
+            "iters), not their sum"
+        )
 
 
 @pytest.mark.part("03.measure")
@@ -487,9 +525,10 @@ def test_time_is_per_call(world: World) -> None:
 def test_fit_predicts_held_out_sizes(world: World, reference) -> None:
     ref = reference("measure")
     sizes = sorted(FIT_SIZES + HELD_OUT)  # interleaved, measured in the same runs
-    failures = []
+    failures, best = [], None
     for _ in range(ATTEMPTS):
-        times = dict(zip(sizes, fastest(world, sizes), strict=True))
+        best = fastest(world, sizes, best)
+        times = dict(zip(sizes, best, strict=True))
         fit = [times[s] for s in FIT_SIZES]
         alpha, beta = ref.fit_alpha_beta(FIT_SIZES, fit, [1 / t**2 for t in fit])  # relative-error fit
         ratios = {s: (alpha + beta * s) / times[s] for s in HELD_OUT}
@@ -500,7 +539,8 @@ def test_fit_predicts_held_out_sizes(world: World, reference) -> None:
         failures.append(", ".join(f"{s} B: predicted/measured {r:.2f}" for s, r in ratios.items()))
     raise AssertionError(
         f"a line fitted to {FIT_SIZES} should predict the held-out sizes within a factor of 3; in {ATTEMPTS} "
-        "attempts: " + "; ".join(failures)
+        f"attempts, each the fastest of all runs so far ({ATTEMPTS * RUNS} in the end): "
+        + "; ".join(failures)
     )
 
 
@@ -613,6 +653,45 @@ def test_copy_times_against_the_paired_copy(world: World) -> None:
     raise AssertionError(
         "time_copies must return the GPU's time of one copy in seconds (seconds, not ms; the copy finished, "
         f"not just queued; the bytes asked for). In {ATTEMPTS} attempts: " + " | ".join(failures)
+    )
+
+
+HOST_GAP = 1.5  # where a host clock around a synchronized copy reads at least this much more than events
+
+
+def size_problems(value: dict[str, Any]) -> list[str]:
+    """Every size against the grader's own CUDA-event time of the same copy, taken before and after the
+    sweep: within PAIRED_BAND of it, and, where the host clock with synchronize reads clearly more than the
+    events (small copies, where the host's launch and wait are most of the time), nearer the events."""
+    (before, after), host_synced = value["events"], value["host_synced"]
+    problems = []
+    for size, t, b, a, host in zip(COPY_SIZES, value["times"], before, after, host_synced, strict=True):
+        low, high = min(b, a), max(b, a)
+        if not low / PAIRED_BAND <= t <= high * PAIRED_BAND:
+            problems.append(
+                f"{size} B took {t:.3g} s by yours, {b:.3g} s and {a:.3g} s by the grader's events"
+            )
+        elif host >= HOST_GAP * high and t >= math.sqrt(high * host):
+            problems.append(
+                f"{size} B took {t:.3g} s by yours: nearer a host clock around a synchronized copy "
+                f"({host:.3g} s) than the GPU's time of the copy ({high:.3g} s)"
+            )
+    return problems
+
+
+@pytest.mark.part("03.device_copies")
+@pytest.mark.concept("gpu_timing")
+def test_every_copy_size_against_the_graders_events(world: World) -> None:
+    failures = []
+    for _ in range(ATTEMPTS):
+        problems = size_problems(copies(world, with_model=False))
+        if not problems:
+            return
+        failures.append("; ".join(problems[:3]))
+    raise AssertionError(
+        "time_copies must return, for every size, the GPU's time of one copy: CUDA events around the copy on "
+        "its stream (a host clock, even with synchronize, adds the host's launch and wait, which is most of "
+        f"a small copy). In {ATTEMPTS} attempts: " + " | ".join(failures)
     )
 
 

@@ -162,6 +162,27 @@ def test_column_no_bias_2d_input(world: World) -> None:
 
 
 @pytest.mark.part("10.column_parallel")
+@pytest.mark.concept("shard_is_a_copy")
+def test_column_load_full_copies_the_shard(world: World) -> None:
+    # load_full's contract: "Copy this rank's shards ... into the layer". A parameter that is a view of the
+    # caller's dense weight keeps the whole matrix alive on every rank (no memory saved), and changes when
+    # the caller reuses that buffer.
+    weight, bias = rand(8, 6, seed=31), rand(8, seed=32)
+    results = world.run(
+        "rank_programs:loaded_then_overwritten",
+        inputs=[{"kind": "column", "weight": weight, "bias": bias}] * world.size,
+    )
+    for res in results:
+        for name, before in res.value["before"].items():
+            after = res.value["after"][name]
+            assert torch.equal(after, before), (
+                f"[rank {res.rank}/{world.size}] ColumnParallelLinear.{name} changed when the caller "
+                "overwrote the dense weight and bias after load_full: the parameter is a view of the "
+                "caller's tensor, where load_full must copy the shard into the layer's own memory"
+            )
+
+
+@pytest.mark.part("10.column_parallel")
 @pytest.mark.concept("f_sums_input_grad")
 def test_column_input_grad_summed_in_backward(world: World) -> None:
     for case in COLUMN_CASES:

@@ -154,6 +154,60 @@ def test_merge_with_empty_sides(world: World) -> None:
     assert_equal(got[1], empty, what="lse after merging two empty sides")
 
 
+# Logits beyond exp's range, in float32, the narrowest dtype the part is graded in: q and k scaled by 15 give
+# lse values of several hundred (exp overflows float32 past 88.7) and, for other rows, below -103 (exp
+# underflows to 0). Tolerance: float32 holds an lse of magnitude L to L * 2**-24 (5e-5 at L = 850), and each
+# block's weight exp(lse_side - lse) carries that error relatively, so out and lse are compared to the float64
+# result with atol 1e-3, rtol 1e-5 (measured error 4e-5 at worst); exponentiating an lse on its own gives
+# inf, NaN or 0 there.
+LIMITS_TOL = dict(rtol=1e-5, atol=1e-3)
+
+
+def assert_close_f64(got: object, expected: torch.Tensor, what: str) -> None:
+    """``got`` (float32 from float32 inputs, or wider) within LIMITS_TOL of the float64 ``expected``."""
+    assert isinstance(got, torch.Tensor), f"{what}: expected a tensor, got {type(got).__name__}"
+    assert not got.isnan().any(), f"{what}: NaN"
+    assert_close(got.double(), expected, what=what, **LIMITS_TOL)
+
+
+def large_logits(seed: int) -> dict[str, torch.Tensor]:
+    """float32 q, k, v with |logits| in the hundreds, and their float64 copies for the expected values."""
+    d = problem(S=8, seed=seed)
+    f32 = {"q": (15 * d["q"]).float(), "k": (15 * d["k"]).float(), "v": d["v"].float()}
+    return f32 | {f"{name}64": t.double() for name, t in f32.items()}
+
+
+@pytest.mark.part("12.online_softmax")
+@pytest.mark.concept("stable_exponents")
+def test_block_attention_beyond_exp_range(world: World) -> None:
+    d = large_logits(seed=7)
+    pos = torch.arange(8)
+    for causal in (False, True):
+        out, lse = call1(
+            world, "online_softmax", "block_attention", d["q"], d["k"], d["v"], pos, pos, causal=causal
+        )
+        ref_out, ref_lse = attention(d["q64"], d["k64"], d["v64"], causal)
+        what = f"float32 logits with lse up to {ref_lse.max().item():.0f} (causal={causal})"
+        assert_close_f64(out, ref_out, f"block_attention out, {what}")
+        assert_close_f64(lse, ref_lse, f"block_attention lse, {what}")
+
+
+@pytest.mark.part("12.online_softmax")
+@pytest.mark.concept("stable_exponents")
+def test_merge_beyond_exp_range(world: World) -> None:
+    d = large_logits(seed=0)
+    full_out, full_lse = attention(d["q64"], d["k64"], d["v64"], causal=True)
+    pos = torch.arange(8)
+    late, early = (
+        attention(d["q64"], d["k64"][:, i], d["v64"][:, i], True, pos, pos[i])
+        for i in (slice(4, 8), slice(0, 4))
+    )
+    out, lse = call1(world, "online_softmax", "merge_attention", *(t.float() for t in (*late, *early)))
+    what = f"two float32 blocks, lse from {full_lse.min().item():.0f} to {full_lse.max().item():.0f}"
+    assert_close_f64(out, full_out, f"merge_attention out, {what}")
+    assert_close_f64(lse, full_lse, f"merge_attention lse, {what}")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 12.load_balance (one rank)
 

@@ -280,13 +280,19 @@ def hint(got: float, want: float) -> str:
 # ------------------------------------------------------------------------------------------------------------
 # unseen problems: plan(problem) on models and clusters generated from seeds in the judge
 
-GENERATED = (("dense", 1), ("dense", 2), ("dense", 3), ("moe", 1), ("moe", 2))
+# Seeds chosen so that each family exposes the planner mistakes of the bug corpus (grade validate checks that
+# a bug of every concept graded here is caught by these cases alone): dense 27 (6 nodes of 8 GPUs, like seed
+# 3 before it) is a problem where a planner that forgets the optimizer states under ZeRO-1 picks a plan that
+# does not fit.
+GENERATED = (("dense", 1), ("dense", 2), ("dense", 27), ("moe", 1), ("moe", 2))
 KIND_PART = {"dense": "llama3_70b", "moe": "deepseek_v3"}
 
 
 def per_generated(concept: str) -> Any:
     params = [
-        pytest.param(kind, seed, marks=marks(KIND_PART[kind], concept), id=f"{kind}-{seed}")
+        pytest.param(
+            kind, seed, marks=(*marks(KIND_PART[kind], concept), pytest.mark.generated), id=f"{kind}-{seed}"
+        )
         for kind, seed in GENERATED
     ]
     return at_world_size_1("kind,seed", params)

@@ -1,0 +1,53 @@
+"""``grade validate``'s check on generated problems: a concept graded on inputs drawn from seeds must be shown
+to be exercised by them.
+
+A test is *generated* when it draws its inputs (models, clusters, shapes, world sizes) from seeds in the judge
+and says so with ``@pytest.mark.generated`` (or ``pytest.param(..., marks=pytest.mark.generated)``); the
+plugin records that on ``TestResult.generated``. For each concept a generated test grades, the bug corpus
+must hold a bug that the generated cases alone catch: some generated test of the concept fails while every
+other test of it passes. Without one, nothing shows that the seeds ever reach the mistake the concept is
+about (issue 30: 24's dense problems never exposed a planner that drops the optimizer states under ZeRO-1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from grader.core.results import ExerciseResult, Status, TestResult
+
+Concept = tuple[str, str]
+"""(part id, concept name)."""
+
+
+def generated_concepts(reference: ExerciseResult) -> dict[Concept, list[str]]:
+    """Each concept some generated test grades, with those tests' names."""
+    found: dict[Concept, list[str]] = {}
+    for test in reference.tests:
+        if test.generated:
+            found.setdefault((test.part, test.concept), []).append(test.name)
+    return found
+
+
+def caught_by_generated_alone(result: ExerciseResult, concept: Concept) -> bool:
+    """Some generated test of ``concept`` lost, and no other test of it (blocked tests aside)."""
+    tests = [t for t in result.tests if (t.part, t.concept) == concept and t.status is not Status.BLOCKED]
+    return any(_lost(t) for t in tests if t.generated) and not any(_lost(t) for t in tests if not t.generated)
+
+
+def generated_problems(reference: ExerciseResult, bugs: Sequence[tuple[str, ExerciseResult]]) -> list[str]:
+    """One problem per concept graded by generated tests that no bug (name, its graded result) of the
+    corpus shows the generated cases alone catch."""
+    problems = []
+    for concept, names in generated_concepts(reference).items():
+        if not any(caught_by_generated_alone(result, concept) for _, result in bugs):
+            tests = ", ".join(sorted({n.split("[")[0] for n in names}))
+            problems.append(
+                f"generated: {concept[0]}: {concept[1]} is graded on generated inputs ({tests}), but no bug "
+                "of the corpus is caught by them alone: add one that only the seeds expose, or the seeds "
+                "may never reach the mistake"
+            )
+    return problems
+
+
+def _lost(test: TestResult) -> bool:
+    return test.status is not Status.PASSED

@@ -1,0 +1,60 @@
+"""``grade validate``'s check on generated inputs: each concept a generated test grades needs a bug of the
+corpus that the generated cases alone catch."""
+
+from __future__ import annotations
+
+from grader.authoring.generated import caught_by_generated_alone, generated_problems
+from grader.core.results import ExerciseResult, Status, TestResult
+
+CONCEPT = ("24.plans", "good_plan")
+
+
+def made(name: str, status: Status, *, generated: bool, concept: str = "good_plan") -> TestResult:
+    return TestResult(
+        name=name,
+        number="1.1",
+        part="24.plans",
+        concept=concept,
+        score=0,
+        max_score=1,
+        status=status,
+        generated=generated,
+    )
+
+
+def result(*tests: TestResult) -> ExerciseResult:
+    return ExerciseResult(exercise="24", title="t", graded="g", device="cpu", tests=tests)
+
+
+def graded(named: Status, drawn: Status, other: Status = Status.PASSED) -> ExerciseResult:
+    """One named problem and one generated one of the concept, and a generated test of another concept."""
+    return result(
+        made("test_named_plan", named, generated=False),
+        made("test_generated_plan[dense-1]", drawn, generated=True),
+        made("test_generated_reading[dense-1]", other, generated=True, concept="reading"),
+    )
+
+
+REFERENCE = graded(Status.PASSED, Status.PASSED)
+
+
+def test_a_bug_counts_only_when_the_named_cases_miss_it() -> None:
+    assert caught_by_generated_alone(graded(Status.PASSED, Status.FAILED), CONCEPT)
+    assert not caught_by_generated_alone(graded(Status.FAILED, Status.FAILED), CONCEPT)  # the named catch it
+    assert not caught_by_generated_alone(graded(Status.FAILED, Status.PASSED), CONCEPT)
+    assert not caught_by_generated_alone(graded(Status.BLOCKED, Status.BLOCKED), CONCEPT)
+
+
+def test_every_generated_concept_needs_such_a_bug() -> None:
+    caught_by_both = ("named_and_generated", graded(Status.FAILED, Status.FAILED))
+    only_seeds = ("only_seeds", graded(Status.PASSED, Status.FAILED))
+    reading = ("reading_bug", graded(Status.PASSED, Status.PASSED, Status.FAILED))
+    problems = generated_problems(REFERENCE, [caught_by_both, reading])
+    assert len(problems) == 1 and "24.plans: good_plan" in problems[0]
+    assert "test_generated_plan" in problems[0]  # names the generated tests, without their ids
+    assert generated_problems(REFERENCE, [caught_by_both, only_seeds, reading]) == []
+
+
+def test_no_generated_test_no_demand() -> None:
+    plain = result(made("test_named_plan", Status.PASSED, generated=False))
+    assert generated_problems(plain, []) == []
