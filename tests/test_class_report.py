@@ -274,6 +274,12 @@ def test_a_batch_report_names_the_missed_concept_the_planted_test_a_hang_a_crash
     assert ["crashed", "1"] in verdicts and ["timeout", "1"] in verdicts
     late = next(t for t in parsed.tables if t[0] == ["student", "submitted", "hours late"])
     assert [row[0] for row in late[1:]] == ["latecomer"]
+    # ada and latecomer handed in the same code: the similarity report beside it lists that pair alone
+    assert (
+        'href="similarity.html"' in page and (out / "report" / "similarity" / "ada--latecomer.html").is_file()
+    )
+    similar = (out / "report" / "similarity.csv").read_text().splitlines()
+    assert [line.split(",")[:2] for line in similar[1:]] == [["ada", "latecomer"]]
 
 
 PLANTED_IDEA = "Planted for the report test: it grades the reference choice of an isend first."

@@ -88,19 +88,21 @@ cd /tmp && PYTHONPATH=/grade/public OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo pyth
 """
 
 
-def trimmed_course(course: Course, exercise: Exercise, dest: Path) -> None:
-    """Write the course with ``exercise`` alone into ``dest``; ``ValueError`` unless it loads and defines
-    the same exercise (a course.yml key this trimming does not know must not ship a grader that fails)."""
+def trimmed_course(course: Course, exercise: Exercise, dest: Path, *, solutions: bool = True) -> None:
+    """Write the course with ``exercise`` alone into ``dest`` (its solutions/ folder too unless
+    ``solutions`` is False); ``ValueError`` unless it loads and defines the same exercise (a course.yml key
+    this trimming does not know must not ship a grader that fails)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in PACKAGES:  # the grader that runs here, whichever course it grades
         shutil.copytree(SOURCE_ROOT / name, dest / name, ignore=IGNORED)
-    for folder in (course.exercise_dir(exercise), course.solution_dir(exercise)):
+    folders = [course.exercise_dir(exercise)] + ([course.solution_dir(exercise)] if solutions else [])
+    for folder in folders:
         if folder.is_dir():
             shutil.copytree(folder, dest / folder.relative_to(course.root), ignore=IGNORED)
     catalog = yaml.safe_load((course.root / "course.yml").read_text())
     catalog["sections"] = [_only(section, exercise) for section in catalog["sections"]]
     catalog["sections"] = [s for s in catalog["sections"] if s["exercises"]]
-    header = f"# {course.title}, trimmed to exercise {exercise.key} by `grade gradescope/prairielearn`.\n"
+    header = f"# {course.title}, trimmed to exercise {exercise.key} by distgpu's `grade`.\n"
     (dest / "course.yml").write_text(header + yaml.safe_dump(catalog, sort_keys=False, width=110))
     try:
         found = load_course(dest / "course.yml").find(exercise.key)

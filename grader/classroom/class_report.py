@@ -27,6 +27,8 @@ from grader.core.results import Status
 
 SALT_FILE = ".pseudonym-salt"
 REPORT_DIR = "report"
+SIMILARITY_PAGE = "similarity.html"
+"""Written beside index.html by ``grader.classroom.similarity_report``; the class page links to it."""
 STYLE = """
 body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
@@ -58,7 +60,7 @@ def write_report(
     reference = RecordStore(grades / "reference", sweep=False).get("reference")
     analysis = analyze(records, reference.result if reference else None, deadline)
     name = (
-        _pseudonyms(grades, [r.student for r in records])
+        pseudonyms(grades, [r.student for r in records])
         if anonymize
         else {r.student: r.student for r in records}
     )
@@ -67,11 +69,12 @@ def write_report(
         page = _student_page(record, analysis, name)
         (out / "students" / f"{_slug(name[record.student])}.html").write_text(page)
     index = out / "index.html"
-    index.write_text(_class_page(analysis, name))
+    index.write_text(_class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
     return index
 
 
-def _pseudonyms(grades: Path, students: list[str]) -> dict[str, str]:
+def pseudonyms(grades: Path, students: list[str]) -> dict[str, str]:
+    """Each student's stable pseudonym, keyed by the grades folder's secret salt (made on first use)."""
     salt_path = grades / SALT_FILE
     if not salt_path.exists():
         salt_path.write_text(secrets.token_hex(16))
@@ -84,12 +87,15 @@ def _pseudonyms(grades: Path, students: list[str]) -> dict[str, str]:
 # the class page
 
 
-def _class_page(a: ClassAnalysis, name: dict[str, str]) -> str:
+def _class_page(a: ClassAnalysis, name: dict[str, str], *, similarity: bool) -> str:
     summary = a.summary()
     sections = [
         f"<h1>Exercise {escape(a.exercise)}: {escape(a.title)}</h1>",
         f"<p>{len(a.records)} submissions, {len(a.scores)} graded, out of {a.max_score:g} points. "
         "Click a column heading to sort.</p>",
+        f'<p><a href="{SIMILARITY_PAGE}">Similarity across the class</a>: pairs to look at.</p>'
+        if similarity
+        else "",
         "<h2>Score distribution</h2>",
         _histogram(a, summary),
         _table(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from grader.classroom.gradebook import record as record_grade
 from grader.classroom.local_pool import LocalPool
 from grader.classroom.outputs import write_batch_outputs
 from grader.classroom.records import Record, RecordStore, keyed_files, suite_hash
+from grader.classroom.similarity_report import record_submissions, write_similarity
 from grader.core.course import Course
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
@@ -45,14 +47,19 @@ def batch_grade(
     on_start: Callable[[int], None],
     on_result: Callable[[str, ExerciseResult], None],
     pool: BatchPool | None = None,
+    shuffle: int | None = None,
 ) -> BatchOutcome:
     """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
     gradebook, CSV, results.json, PNG. An upload that cannot be graded gets an ``invalid`` record without
-    reaching the pool. Only this process writes the gradebook and the reports."""
+    reaching the pool. Only this process writes the gradebook and the reports. The submissions are graded
+    in name order, or in the order ``random.Random(shuffle)`` gives them when ``shuffle`` is a seed (a
+    grade must not depend on what was graded before or beside it; ``benchmarks/bench_determinism.py``)."""
     pool = pool or LocalPool()
     found = discover(submissions)
     store = RecordStore(out / "records")
     todo = batch_todo(plan, found, store, regrade=regrade, late=late)
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(todo)
     reference = _graded_reference(plan, out, pool)
     on_start(len(todo))
     pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
@@ -60,7 +67,9 @@ def batch_grade(
     records = [r for r in store.all() if r.student in current]
     _write_gradebook(plan, records, reference, gradebook_url)
     write_batch_outputs(records, out, plan.exercise.points)
+    record_submissions(out, submissions)
     if records:
+        write_similarity(out, plan.course, submissions=submissions)  # first: the class page links to it
         write_report(out, deadline=plan.exercise.deadline)
     return BatchOutcome(records, [p.submission.student for p in todo], out)
 

@@ -1,5 +1,6 @@
 """A course author's subcommands: ``check``, ``validate`` and ``stubs`` on the course itself; ``release``,
-``gradescope`` and ``prairielearn`` to ship it; ``doctor`` and ``image build`` to set up a grading machine.
+``gradescope``, ``prairielearn`` and ``classroom`` (GitHub Classroom) to ship it; ``doctor`` and ``image
+build`` to set up a grading machine.
 
 Each ``add_*`` declares one subcommand's options; its ``cmd_*`` handler checks them and calls
 ``grader.authoring`` (or ``grader.runners`` for the machine), then prints the outcome.
@@ -19,6 +20,7 @@ from rich.table import Table
 from grader.authoring.check import check_exercise
 from grader.authoring.stubs import write_stubs
 from grader.cli.common import Subcommands, add_run_options
+from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.runners import Runner, make_runner
 
@@ -112,6 +114,7 @@ def _validity_table() -> Table:
         "alt-correct full",
         "bugs caught",
         "min loss",
+        "min core",
     ):
         table.add_column(column)
     return table
@@ -149,6 +152,8 @@ def _validate_one(
     if args.results:
         found.write_results(args.results / exercise.dirname)
     _add_validity_row(table, exercise, row, ok=found.ok)
+    _print_shares(console, exercise, row)
+    console.print(_timeouts_table(exercise, row))
     for problem in found.problems:
         console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
     return row
@@ -163,8 +168,53 @@ def _add_validity_row(table: Table, exercise: Exercise, row: dict[str, Any], *, 
         row["alt_full"],
         row["bugs_caught"],
         "-" if loss is None else f"{loss:.2f}x",
+        "-" if row["smallest_core_share"] is None else f"{row['smallest_core_share']:.1%}",
         style=None if ok else "red",
     )
+
+
+def _print_shares(console: Console, exercise: Exercise, row: dict[str, Any]) -> None:
+    """One line per concept: its share of the exercise and its core misconception with that one's summed
+    share (red under the floor); under it, each bug naming the concept with its loss, as a share of the
+    exercise. Plain lines, not a table: bug names stay whole at any terminal width."""
+    cores = exercise.core_shares()
+    console.print(f"{exercise.key} {exercise.slug}: each concept's share of the exercise; bugs: their loss")
+    for entry in row["concepts"]:
+        core = entry["core"]
+        summed = f"  core {core} ({cores[core]:.1%})" if core else ""
+        if core and cores[core] < CORE_SHARE_FLOOR - 1e-9:
+            summed = f"[red]{summed}[/]"
+        console.print(f"  {entry['part']} {entry['concept']} {entry['share']:.1%}{summed}", soft_wrap=True)
+        for bug in (b for b in row["bugs"] if b["concept"] == entry["concept"]):
+            console.print(f"      bug {bug['name']}: {_bug_loss(bug)}", soft_wrap=True, highlight=False)
+
+
+def _timeouts_table(exercise: Exercise, row: dict[str, Any]) -> Table:
+    """Each part's slowest reference test against the part's timeout, and the slowest whole run against the
+    exercise's budget; headroom under ``HEADROOM`` in red (``grader.authoring.timeouts``)."""
+    from grader.authoring.timeouts import HEADROOM
+
+    table = Table(title=f"{exercise.key} {exercise.slug}: reference time vs timeout", title_justify="left")
+    for column in ("part", "slowest reference test", "seconds", "timeout", "headroom"):
+        table.add_column(column, overflow="fold")
+    for t in row["timeouts"]:
+        headroom = f"{t['headroom']:.1f}x"
+        table.add_row(
+            t["part"],
+            t["test"],
+            f"{t['seconds']:.2f}",
+            f"{t['timeout']:g}",
+            f"[red]{headroom}[/]" if t["headroom"] < HEADROOM else headroom,
+        )
+    return table
+
+
+def _bug_loss(bug: dict[str, Any]) -> str:
+    """'12.5%', 'blocked' or '[red]3.0% (missed)[/]'."""
+    if bug["blocked"]:
+        return "blocked"
+    loss = f"{bug['loss_of_exercise']:.1%}"
+    return loss if bug["caught"] else f"[red]{loss} (missed)[/]"
 
 
 def add_stubs(commands: Subcommands) -> None:
@@ -225,6 +275,40 @@ def cmd_prairielearn(args: argparse.Namespace, course: Course, console: Console)
     prairielearn_folder(course, course.find(args.id), args.out)
     console.print(
         f"wrote {args.out}: copy serverFilesCourse/ into your course, info-snippet.json into the question"
+    )
+    return 0
+
+
+def add_classroom(commands: Subcommands) -> None:
+    classroom = commands.add_parser(
+        "classroom", help="a GitHub Classroom starter repository for an exercise (public checks only)"
+    )
+    classroom.add_argument("id", help="number or slug")
+    classroom.add_argument("out", type=Path, help="a new folder for the repository")
+    classroom.set_defaults(handler=cmd_classroom)
+
+
+def cmd_classroom(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.authoring.github_classroom import write_starter
+
+    starter = write_starter(course, course.find(args.id), args.out)
+    points = ", ".join(f"{s.part.name} {s.points}" for s in starter.steps)
+    console.print(
+        f"wrote {args.out}: one Classroom step per part ({points}; whole points, {starter.timeout} min each)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    for part, why in starter.left_out:
+        console.print(
+            f"  {part.id} is not graded there: {why}", markup=False, highlight=False, soft_wrap=True
+        )
+    console.print(
+        "Classroom's score is the public checks; grade the hidden ones with `grade batch` over the cloned "
+        "repositories (README, GitHub Classroom)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
     return 0
 

@@ -1,4 +1,4 @@
-"""An instructor's subcommands: ``batch``, ``export`` and ``report``.
+"""An instructor's subcommands: ``batch``, ``export``, ``report`` and ``similarity``.
 
 Each ``add_*`` declares one subcommand's options; its ``cmd_*`` handler checks them and calls
 ``grader.classroom``, then prints the outcome (``grader.cli.views`` while a batch grades). The handlers import
@@ -37,6 +37,12 @@ def add_batch(commands: Subcommands) -> None:
         "--late",
         action="store_true",
         help="record submission times (timestamp.txt, else file time) against the deadline",
+    )
+    batch.add_argument(
+        "--shuffle",
+        type=int,
+        metavar="SEED",
+        help="grade the submissions in an order shuffled by SEED (default: by name); grades must not change",
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     batch.add_argument(
@@ -145,24 +151,71 @@ def _grade_batch(
             on_start=progress.start,
             on_result=progress.advance,
             pool=pool,
+            shuffle=args.shuffle,
         )
     batch_report(outcome, console)
 
 
 def add_export(commands: Subcommands) -> None:
-    export = commands.add_parser("export", help="export the gradebook as nbgrader's CSV")
-    export.add_argument("--csv", type=Path, required=True, help="the file to write")
+    export = commands.add_parser(
+        "export",
+        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's grade-import CSV",
+        epilog=EXPORT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    export.add_argument("--csv", type=Path, help="write nbgrader's CSV here")
+    export.add_argument("--canvas", type=Path, help="write Canvas's grade-import CSV here (needs --roster)")
+    export.add_argument("--moodle", type=Path, help="write Moodle's grade-import CSV here (needs --roster)")
+    export.add_argument(
+        "--roster", type=Path, help="CSV: a 'student' column (folder names) beside the LMS's ids (docs)"
+    )
     export.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     export.set_defaults(handler=cmd_export)
 
 
+EXPORT_EXAMPLES = """\
+examples:
+  grade export --csv grades.csv                              as `nbgrader export` writes it
+  grade export --canvas canvas.csv --roster roster.csv       Grades > Import in Canvas
+  grade export --moodle moodle.csv --roster roster.csv       Grade administration > Import > CSV file
+
+roster.csv: student (the submission folder's name), then the LMS's ids: canvas_id, sis_user_id,
+sis_login_id, name, section (Canvas); idnumber, email or username (Moodle). An exercise without a
+submission, or with an invalid upload, is left without a grade; exit status 1 when a graded student is
+missing from the roster (their grades are not in the file).
+"""
+
+
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
     from grader.classroom.gradebook import default_url, export_csv, open_gradebook
+    from grader.classroom.lms import load_roster, read_grades, write_canvas, write_moodle
 
+    if not (args.csv or args.canvas or args.moodle):
+        raise ValueError("give --csv, --canvas or --moodle (or several)")
+    if (args.canvas or args.moodle) and not args.roster:
+        raise ValueError("--canvas and --moodle need --roster: the LMS's id of each student")
+    roster = load_roster(args.roster) if args.roster else []
+    unmatched: set[str] = set()
     with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
-        export_csv(gradebook, args.csv)
-    console.print(f"wrote {args.csv}")
-    return 0
+        if args.csv:
+            export_csv(gradebook, args.csv)
+            console.print(f"wrote {args.csv}", markup=False, highlight=False)
+        grades = read_grades(gradebook, course)
+    for path, write in ((args.canvas, write_canvas), (args.moodle, write_moodle)):
+        if path:
+            done = write(path, grades, roster)
+            said = f"wrote {path}: {done.rows} students, {done.exercises} exercises"
+            console.print(said, markup=False, highlight=False, soft_wrap=True)
+            for invalid in done.invalid:
+                console.print(f"  no grade for an invalid upload: {invalid}", markup=False, highlight=False)
+            unmatched |= set(done.unmatched)
+    if unmatched:
+        console.print(
+            f"[bold yellow]not in the roster, so not in the file:[/] {', '.join(sorted(unmatched))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return 1 if unmatched else 0
 
 
 def add_report(commands: Subcommands) -> None:
@@ -174,12 +227,62 @@ def add_report(commands: Subcommands) -> None:
 
 
 def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> int:
+    """The class report, and the similarity report beside it (rewritten with the same names, or removed
+    when the batch's submissions are no longer where it graded them)."""
     from grader.classroom.class_report import write_report
     from grader.classroom.grade import batch_deadline
+    from grader.classroom.similarity_report import refresh_similarity
 
-    if not (args.grades / "records").is_dir():
-        raise ValueError(f"{args.grades} is not a batch's folder (it has no records/); give grades/NN_slug")
+    _check_batch_folder(args.grades)
     deadline = batch_deadline(course, args.grades)
+    refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
     index = write_report(args.grades, args.html, deadline=deadline, anonymize=args.anonymize)
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _check_batch_folder(grades: Path) -> None:
+    if not (grades / "records").is_dir():
+        raise ValueError(f"{grades} is not a batch's folder (it has no records/); give grades/NN_slug")
+
+
+def add_similarity(commands: Subcommands) -> None:
+    similarity = commands.add_parser(
+        "similarity",
+        help="which submissions of a graded batch share code: a reason to look, never a verdict",
+    )
+    similarity.add_argument("grades", type=Path, help="a batch's folder (grades/NN_slug)")
+    similarity.add_argument(
+        "--submissions", type=Path, help="the folder of submissions (default: the one the batch graded)"
+    )
+    similarity.add_argument(
+        "--threshold",
+        type=float,
+        help="flag a pair when this share of one student's own code is in the other's (default 0.5)",
+    )
+    similarity.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
+    similarity.add_argument("--anonymize", action="store_true", help="the class report's pseudonyms")
+    similarity.set_defaults(handler=cmd_similarity)
+
+
+def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -> int:
+    from grader.classroom.similarity import DEFAULT_THRESHOLD
+    from grader.classroom.similarity_report import write_similarity
+
+    _check_batch_folder(args.grades)
+    page = write_similarity(
+        args.grades,
+        course,
+        submissions=args.submissions,
+        out=args.html,
+        threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
+        anonymize=args.anonymize,
+    )
+    flagged = len(page.with_suffix(".csv").read_text().splitlines()) - 1
+    console.print(
+        f"wrote {page}: {flagged} pair(s) to look at (a reason to look, never a verdict)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     return 0

@@ -39,9 +39,12 @@ examples:
   grade batch subs/ --exercise 07 --backend slurm --dry-run   the sbatch scripts a cluster batch would submit
   grade report grades/10_tensor_parallel        what the class missed, as HTML (grade batch writes it too)
   grade report grades/10_tensor_parallel --anonymize   the same with pseudonyms, to share with TAs
+  grade similarity grades/10_tensor_parallel    which submissions share code: a reason to look, not a verdict
   grade export --csv grades.csv                 the gradebook as `nbgrader export` writes it
+  grade export --canvas c.csv --roster r.csv    the gradebook for Canvas's grade import (--moodle: Moodle's)
   grade release ../distgpu-student             the student bundle (no solutions/, no hidden tests; scanned)
   grade gradescope 02 ex02-autograder.zip      a Gradescope autograder for one exercise (CPU only there)
+  grade classroom 02 ex02-starter/             a GitHub Classroom starter repository (public checks only)
   grade image build                            build the CPU grading image for --backend docker
   grade exercise 02 --backend docker           grade inside a container (no network, limits, ranks as nobody)
 

@@ -22,9 +22,11 @@ SUBCOMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     classroom.add_batch,
     classroom.add_export,
     classroom.add_report,
+    classroom.add_similarity,
     authoring.add_release,
     authoring.add_gradescope,
     authoring.add_prairielearn,
+    authoring.add_classroom,
     authoring.add_doctor,
     authoring.add_image,
 )

@@ -69,3 +69,9 @@ def batch_report(outcome: BatchOutcome, console: Console) -> None:
     index = outcome.out / "report" / "index.html"
     if index.is_file():
         console.print(f"what the class missed: {index}", soft_wrap=True, markup=False, highlight=False)
+    pairs = outcome.out / "report" / "similarity.csv"
+    if pairs.is_file():
+        flagged = len(pairs.read_text().splitlines()) - 1
+        page = pairs.with_suffix(".html")
+        line = f"similar pairs to look at (a reason to look, never a verdict): {flagged}, in {page}"
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
