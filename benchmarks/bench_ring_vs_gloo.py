@@ -6,6 +6,9 @@
 
 busbw = algbw * 2(p-1)/p, algbw = bytes / time, GB = 1e9 (nccl-tests' PERFORMANCE.md conventions).
 Each size is timed as the fastest of `--repeats` runs of `--iters` back-to-back calls, after a barrier.
+With NCCL every tensor is a CUDA tensor on the rank's GPU, the timing reduced across ranks included (NCCL
+has no CPU tensors). On one rank busbw is 0 by definition (nothing crosses between ranks, as nccl-tests
+prints it); the last line gives the largest size's figures either way, for scripts/gpu-check to record.
 Run it by hand on a quiet machine: figures on a shared 2-core box vary by 30 % or more.
 """
 
@@ -43,7 +46,8 @@ def best_seconds(fn, tensor: torch.Tensor, iters: int, repeats: int) -> float:  
             fn(tensor)
         if tensor.is_cuda:
             torch.cuda.synchronize()
-        elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
+        seconds = (time.perf_counter() - start) / iters
+        elapsed = torch.tensor([seconds], dtype=torch.float64, device=tensor.device)  # NCCL: CUDA only
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # a collective is as slow as its slowest rank
         best = min(best, elapsed.item())
     return best
@@ -56,18 +60,21 @@ def rank_main(rank: int, world: int, backend: str, store: str, iters: int, repea
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world)
     ring = load_ring()
-    # One rank moves no bytes between ranks, so its bus bandwidth is 0: report algbw there (a smoke test).
-    factor, figure = (2 * (world - 1) / world, "bus") if world > 1 else (1.0, "algorithm")
+    factor = 2 * (world - 1) / world  # busbw over algbw for an all-reduce: 0 on one rank
     if rank == 0:
-        print(f"{backend}, {world} ranks: {figure} bandwidth in GB/s (float32)")
-        print(f"{'size':>10} {'ring':>8} {'built-in':>9} {'ratio':>6}")
+        print(f"{backend} on {device.type}, {world} ranks: bandwidth in GB/s (float32)")
+        print(f"{'size':>10} {'ring busbw':>10} {'busbw':>8} {'algbw':>8} {'ring/built-in':>13}")
     for nbytes in SIZES:
         tensor = torch.ones(nbytes // 4, device=device)
         ring_s = best_seconds(ring, tensor, iters, repeats)
         builtin_s = best_seconds(dist.all_reduce, tensor, iters, repeats)
-        ring_bw, builtin_bw = factor * nbytes / ring_s / 1e9, factor * nbytes / builtin_s / 1e9
+        algbw = nbytes / builtin_s / 1e9
         if rank == 0:
-            print(f"{nbytes:>10} {ring_bw:>8.3f} {builtin_bw:>9.3f} {ring_bw / builtin_bw:>6.2f}")
+            ring_bus, bus = factor * nbytes / ring_s / 1e9, factor * algbw
+            print(f"{nbytes:>10} {ring_bus:>10.3f} {bus:>8.3f} {algbw:>8.3f} {builtin_s / ring_s:>13.2f}")
+    if rank == 0:
+        last = f"{backend} all_reduce of {SIZES[-1]} B on {world} rank(s) ({device.type} tensors):"
+        print(f"{last} busbw {bus:.3f} GB/s, algbw {algbw:.3f} GB/s")
     dist.destroy_process_group()
 
 

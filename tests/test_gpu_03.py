@@ -47,13 +47,26 @@ def sweep(alpha: float, gbps: float, scale: float = 1.0, wobble: float = 0.05) -
     ]
 
 
-def run(times: list[float], paired_gbps: float = 50.0, model: Any = "fit") -> dict[str, Any]:
-    """What the rank program returns, with the paired figure of the largest copy at `paired_gbps`."""
+HOST_OVERHEAD_S = 8e-6  # a host clock around a synchronized copy: launch and wait on top of the copy
+
+
+def run(
+    times: list[float], paired_gbps: float = 50.0, model: Any = "fit", alpha: float = 8e-6
+) -> dict[str, Any]:
+    """What the rank program returns, with the paired figure of the largest copy at `paired_gbps` and its
+    own per-size figures: events on the line alpha + S / paired_gbps, the host clock HOST_OVERHEAD_S above."""
     largest = max(hidden.COPY_SIZES)
     paired = [largest / (paired_gbps * 1e9) * 1.01, largest / (paired_gbps * 1e9) * 0.99]
     if model == "fit":
         model = reference.copy_model(hidden.COPY_SIZES, times)
-    return {"times": times, "paired": paired, "model": model}
+    events = sweep(alpha, paired_gbps, wobble=0.0)
+    return {
+        "times": times,
+        "paired": paired,
+        "events": [[t * 1.02 for t in events], [t * 0.98 for t in events]],
+        "host_synced": [t + HOST_OVERHEAD_S for t in events],
+        "model": model,
+    }
 
 
 class TestJudgeOnSyntheticCopies:
@@ -62,6 +75,35 @@ class TestJudgeOnSyntheticCopies:
             value = run(sweep(alpha, gbps), paired_gbps=gbps)
             assert hidden.timing_problems(value) == [], (alpha, gbps)
             assert hidden.line_problems(value) == [], (alpha, gbps)
+
+    def test_every_size_of_a_correct_measurement_passes(self) -> None:
+        for alpha, gbps in ((8e-6, 50.0), (2e-6, 25.0), (20e-6, 400.0), (1.5e-6, 55.0)):
+            assert hidden.size_problems(run(sweep(alpha, gbps), paired_gbps=gbps, alpha=alpha)) == []
+
+    def test_a_host_clock_with_synchronize_fails_where_the_overhead_shows(self) -> None:
+        """Issue 31: it times the copy plus the host's launch and wait; the largest copy alone looks right."""
+        alpha = 2e-6  # the GPU's own latency of a small copy on a fast link
+        synced = [t + HOST_OVERHEAD_S for t in sweep(alpha, 50.0, wobble=0.03)]
+        value = run(synced, alpha=alpha)
+        assert hidden.timing_problems(value) == [] and hidden.line_problems(value) == []  # the old blind spot
+        problems = hidden.size_problems(value)
+        flagged = {int(p.split()[0]) for p in problems}
+        assert 1536 in flagged and not flagged & {5_000_000, 16_000_000, 48_000_000}, problems
+        # 8 us on 2 us: out of the band already; on a slower link's 6 us, only nearer the host clock
+        assert any("grader's events" in p for p in problems)
+        slower = run([t + HOST_OVERHEAD_S for t in sweep(6e-6, 50.0, wobble=0.0)], alpha=6e-6)
+        assert any("nearer a host clock" in p for p in hidden.size_problems(slower))
+
+    def test_a_machine_where_the_host_clock_costs_little_is_not_held_against_anyone(self) -> None:
+        value = run(sweep(20e-6, 50.0), alpha=20e-6)
+        value["host_synced"] = [t * 1.2 for t in value["events"][1]]
+        assert hidden.size_problems(value) == []
+
+    def test_small_copies_inflated_alone_fail(self) -> None:
+        times = sweep(8e-6, 50.0)
+        times[1] *= 3  # one small copy three times the GPU's time: the largest still agrees
+        assert hidden.timing_problems(run(times)) == []
+        assert [p.split()[0] for p in hidden.size_problems(run(times))] == ["5000"]
 
     def test_milliseconds_fail_the_paired_copy(self) -> None:
         value = run([t * 1e3 for t in sweep(8e-6, 50.0)])
@@ -164,7 +206,9 @@ def test_rank_program_end_to_end(fake_cuda: None, impl: ModuleType) -> None:
     sizes = [1000, 100_000, 4_000_000]
     inputs = {"sizes": sizes, "iters": 3, "warmup": 1, "paired_copies": 2}
     value = programs.host_to_device_copies(ctx(impl), **inputs, with_model=True)
-    assert sorted(value) == ["model", "paired", "times"]
+    assert sorted(value) == ["events", "host_synced", "model", "paired", "times"]
+    assert [len(e) for e in value["events"]] == [len(sizes)] * 2 and len(value["host_synced"]) == len(sizes)
+    assert all(type(t) is float and t > 0 for t in [*value["events"][0], *value["host_synced"]])
     assert len(value["times"]) == len(sizes) and all(type(t) is float and t > 0 for t in value["times"])
     assert len(value["paired"]) == 2 and all(type(t) is float and t > 0 for t in value["paired"])
     assert sorted(value["model"]) == ["alpha_us", "bandwidth_gbs", "n_half_bytes"]

@@ -279,3 +279,58 @@ def test_rank_programs_catch_what_a_cpu_can_show(
     assert "not a torch.cuda.Event" in public.copy_problem(value)
     value = programs.event_timer(mutants["seconds"], numel=4099, rounds=2, per_round=3, seed=2)
     assert public.timer_ratio(value["student_ms"], value["trusted_ms"]) < public.TIMER_RATIO[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# issue 31: each run's own time. The runs of a round differ in length (every second one runs the matmuls
+# long_reps times); a timer that gives every run the mean must fail. Here a matmul is a 2 ms sleep, which the
+# stand-in's events (the host clock) measure as they would the GPU's work.
+
+
+@pytest.fixture(scope="module")
+def hidden() -> ModuleType:
+    return load(ROOT / "solutions" / "09_data_parallel" / "test_hidden.py", "gpu09_test_hidden")
+
+
+def test_per_run_check_on_synthetic_figures(hidden: ModuleType) -> None:
+    ours = [5.0, 15.0, 5.1, 14.8] * 3  # short, long, short, long per round of 4
+    assert hidden.per_run_problem([t * 1.03 for t in ours], ours, 4) is None  # another correct timer
+    assert hidden.per_run_problem([t * 0.001 for t in ours], ours, 4) is None  # units: the public check's
+    mean = [statistics.mean(ours[i : i + 4]) for i in range(0, 12, 4) for _ in range(4)]
+    assert "1.00x by yours" in hidden.per_run_problem(mean, ours, 4)
+    swapped = [ours[i ^ 1] for i in range(12)]  # each figure given to the run next to it
+    assert hidden.per_run_problem(swapped, ours, 4) is not None
+    flat = [5.0, 5.5] * 6  # a machine whose long runs are hardly longer: nothing to tell apart
+    assert hidden.per_run_problem([5.2] * 12, flat, 4) is None
+
+
+@pytest.fixture
+def slow_matmul(fake_cuda: None, programs: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(programs._Compute, "run", lambda self: time.sleep(0.002 * self.reps))
+
+
+def test_per_run_timer_end_to_end(slow_matmul: None, programs: ModuleType, hidden, tmp_path: Path) -> None:
+    source = REFERENCE.read_text()
+    mean_timer = source.replace(
+        "        times.append(start.elapsed_time(end))  # ms between the two events, on the GPU's clock\n"
+        "    return times  # ms, in run order\n",
+        "        times.append(start.elapsed_time(end))\n    return [statistics.mean(times)] * repeats\n",
+    ).replace(
+        "from collections.abc import Callable\n", "import statistics\nfrom collections.abc import Callable\n"
+    )
+    warmed = source.replace("    times: list[float] = []\n", "    times: list[float] = []\n    fn()\n")
+    impls = {"reference": source, "mean": mean_timer, "warm-up run": warmed}
+    values = {}
+    for name, text in impls.items():
+        assert name == "reference" or text != source, name
+        path = tmp_path / f"streams_{name.replace(' ', '_')}.py"
+        path.write_text(text)
+        ctx = Ctx(load(path, f"gpu09_timer_{path.stem}"))
+        values[name] = programs.event_timer(ctx, numel=4099, rounds=2, per_round=4, seed=2, long_reps=5)
+    good = values["reference"]
+    assert (
+        good["problem"] is None and hidden.per_run_problem(good["student_ms"], good["trusted_ms"], 4) is None
+    )
+    mean = values["mean"]
+    assert mean["problem"] is None and hidden.per_run_problem(mean["student_ms"], mean["trusted_ms"], 4)
+    assert values["warm-up run"]["problem"].startswith("5 runs of fn for repeats=4")

@@ -126,6 +126,47 @@ def test_lifetime_checks(hidden: ModuleType) -> None:
             hidden.check_lifetime(case, owner, {"read_while_lent": read})
 
 
+def test_read_copy_checks(hidden: ModuleType) -> None:
+    """On synthetic reports: a copy keeps the window's first bytes; a view follows the owner's store."""
+    case = hidden.ipc_case(16, hidden.IPC_WINDOW, [(0, 4096)])
+    offset, nbytes = case["window"]
+    first = case["pool"][offset : offset + nbytes].clone()
+    copy = {"read_shares_memory": False, "first_read_after_store": first, "first_read_after_close": first}
+    hidden.check_read_is_a_copy(case, copy)
+    with pytest.raises(AssertionError, match="view of the window"):
+        hidden.check_read_is_a_copy(case, {**copy, "read_shares_memory": True})
+    # a view through a second mapping (another address, the same memory): its bytes give it away
+    with pytest.raises(AssertionError, match="after the owner's store"):
+        hidden.check_read_is_a_copy(case, {**copy, "first_read_after_store": case["window_bytes"]})
+    with pytest.raises(AssertionError, match="after close"):
+        hidden.check_read_is_a_copy(case, {**copy, "first_read_after_close": case["window_bytes"]})
+
+
+def test_closed_window_check(hidden: ModuleType) -> None:
+    hidden.check_closed_window_refuses({"after_close": ["AttributeError: bytes", "TypeError: None"]})
+    for went_through in (["AttributeError: bytes", None], [None, "RuntimeError: size"], [None, None]):
+        with pytest.raises(AssertionError, match="went through"):
+            hidden.check_closed_window_refuses({"after_close": went_through})
+
+
+def test_lagged_write_check_catches_data_read_too_early_and_copies_not_landed(hidden: ModuleType) -> None:
+    """What a write leaves in the owner's window when the owner reads at once: a copy on a side stream that
+    did not wait for the current one copied the caller's data before it was produced (zeros here); a copy
+    still queued behind the lag has not changed the owner's own bytes yet."""
+    nbytes = hidden.IPC_WINDOW[1]
+    case = hidden.ipc_case(14, hidden.IPC_WINDOW, [(0, nbytes), (1_000, 7)], lag_cycles=hidden.LAG_CYCLES)
+    offset = case["window"][0]
+    landed = hidden.ipc_expected_pool(case)
+    hidden.check_window_bytes(case, {"pool_after": landed}, "window")
+    too_early = landed.clone()
+    too_early[offset : offset + nbytes] = 0
+    not_landed = case["pool"].clone()
+    not_landed[offset : offset + nbytes] = case["window_bytes"]
+    for pool in (too_early, not_landed):
+        with pytest.raises(AssertionError):
+            hidden.check_window_bytes(case, {"pool_after": pool}, "window")
+
+
 def test_canary_check_names_the_first_changed_bytes(hidden: ModuleType) -> None:
     pool = torch.zeros(100, dtype=torch.uint8)
     got = pool.clone()
@@ -189,14 +230,18 @@ class BorrowedWindow:
 
     def read(self, offset, nbytes):
         self._check(offset, nbytes)
-        return self.bytes[offset : offset + nbytes].clone()
+        piece = self.bytes[offset : offset + nbytes]
+        return piece if VARIANT == "view_read" else piece.clone()
 
     def write(self, offset, data):
         self._check(offset, data.numel())
         self.bytes[offset : offset + data.numel()].copy_(data)
 
     def close(self):
-        del self.bytes
+        if VARIANT == "empty_after_close":  # lets go of the mapping, but the window still answers
+            self.bytes = torch.empty(0, dtype=torch.uint8)
+        else:
+            del self.bytes
 '''
 
 CHILD = """
@@ -305,7 +350,7 @@ def test_rank_program_on_cpu_processes(tmp_path: Path, hidden: ModuleType) -> No
         ("correct", view_case), ("correct", edge_case), ("correct", refusals), ("correct", lifetime),
         ("copy", view_case), ("spill", refusal_case(hidden, 500_000)), ("no_refusal", refusals),
         ("stub_owner", view_case), ("stub_borrower", view_case), ("correct", view_case),
-        ("correct", lagged),
+        ("correct", lagged), ("view_read", view_case), ("empty_after_close", view_case),
     ]  # fmt: skip
     got = run_sessions(tmp_path, sessions)
 
@@ -316,6 +361,8 @@ def test_rank_program_on_cpu_processes(tmp_path: Path, hidden: ModuleType) -> No
         hidden.check_reads(case, borrower)
         hidden.check_canaries(case, owner)
         hidden.check_window_bytes(case, owner, "window")
+        hidden.check_read_is_a_copy(case, borrower)
+        hidden.check_closed_window_refuses(borrower)
         assert borrower["view"]["numel"] == case["window"][1] and borrower["view_moved"] is False
     owner, borrower = values(got[2])
     hidden.same(owner["refused"], [hidden.refused(o, k, hidden.IPC_CAPACITY) for o, k in
@@ -350,3 +397,14 @@ def test_rank_program_on_cpu_processes(tmp_path: Path, hidden: ModuleType) -> No
     values(got[9])  # and the two ranks are still in step for the next session
     owner, _ = values(got[10])  # the lagged script's steps (the lag itself needs a GPU)
     hidden.check_window_bytes(lagged, owner, "window after lagged writes")
+
+    # issue 31: a read that returns a view of the window; a close that leaves the window usable
+    _, borrower = values(got[11])
+    assert borrower["read_shares_memory"] is True
+    with pytest.raises(AssertionError, match="view of the window"):
+        hidden.check_read_is_a_copy(view_case, borrower)
+    hidden.check_reads(view_case, borrower)  # what the suite saw before: each read copied to the host at once
+    _, borrower = values(got[12])
+    assert borrower["after_close"] == [None, None], borrower  # (one byte broadcasts into zero bytes)
+    with pytest.raises(AssertionError, match="read\\(0, 1\\) went through"):
+        hidden.check_closed_window_refuses(borrower)

@@ -6,13 +6,15 @@ specs (nothing is forked). scripts/gpu-check runs the real thing on a GPU.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from grader.authoring.gpucheck import _parity
+from grader.authoring.gpucheck import Check, _parity, _tally
 from grader.core.course import Exercise, Part
 from grader.core.results import ExerciseResult, Status, TestResult
 from grader.harness.worker import WorkerSpec
@@ -99,6 +101,46 @@ def test_parity_compares_what_ran_on_the_gpu_and_leaves_gpu_parts_to_their_own_c
     check = _parity(exercise, (differ, 1.0), cpu)
     assert not check.ok and check.detail == "t[1]: failed on GPU, passed on CPU"
     assert not _parity(exercise, (same, 1.0), None).ok
+
+
+def test_parity_of_an_exercise_without_a_world_size_1_test_has_nothing_to_compare() -> None:
+    """Issue 31: 01, 10 and 11 run nothing on one GPU: not a failure, and not counted as a pass either."""
+    exercise = Exercise(
+        number=1, slug="toy", title="Toy", section=1, parts=(Part(id="01.a", points=1, world_sizes=(2, 4)),)
+    )
+    cpu = result(("t[2]", "01.a", Status.PASSED), ("t[4]", "01.a", Status.PASSED))
+    gpu = result(("t[2]", "01.a", Status.BLOCKED), ("t[4]", "01.a", Status.BLOCKED))
+    check = _parity(exercise, (gpu, 1.0), cpu)
+    assert check.ok and not check.compared and check.mark == "-"
+    assert check.detail == "nothing to compare on one GPU: no world-size-1 test (2 blocked: need more GPUs)"
+    ran = _parity(exercise, (cpu, 1.0), cpu)
+    assert ran.compared and ran.mark == "yes"
+    failed = Check("x", "01", False, "", 0.0)
+    assert _tally([check, ran, failed]) == "1 of 2 checks passed (1 with nothing to compare on one GPU)"
+
+
+def test_the_nccl_benchmark_reduces_its_timing_on_the_tensors_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: NCCL has no CPU tensors, so the per-rank time it reduces lives where the data does."""
+    import torch.distributed as dist
+
+    spec = importlib.util.spec_from_file_location("bench_ring", REPO / "benchmarks" / "bench_ring_vs_gloo.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    made: list[torch.device] = []
+
+    def tensor(data: list[float], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        made.append(device)  # where the bench puts the figure it reduces; it is then read on the host
+        return torch.tensor(data, dtype=dtype)
+
+    monkeypatch.setattr(
+        bench, "torch", SimpleNamespace(tensor=tensor, float64=torch.float64, cuda=torch.cuda)
+    )
+    monkeypatch.setattr(dist, "barrier", lambda: None)
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor, op=None: None)
+    data = torch.empty(4, device="meta")  # a device other than the CPU (a CUDA tensor under NCCL)
+    assert bench.best_seconds(lambda t: None, data, iters=1, repeats=2) > 0
+    assert made == [torch.device("meta")] * 2
 
 
 @pytest.mark.skipif(

@@ -432,27 +432,41 @@ def _floats(value: Any, n: int) -> list[float] | str:
     return [float(x) for x in value]
 
 
-def event_timer(ctx: Any, *, numel: int, rounds: int, per_round: int, seed: int) -> dict[str, Any]:
+def event_timer(
+    ctx: Any, *, numel: int, rounds: int, per_round: int, seed: int, long_reps: int = 1
+) -> dict[str, Any]:
     """The student's gpu_times_ms and ours time the same serial step (copy + matmuls, our code alone),
-    in alternating rounds of `per_round` runs each."""
+    in alternating rounds of `per_round` runs each.
+
+    long_reps > 1: the runs are not alike. Within a round, the 2nd, 4th, ... call of the step runs the
+    matmuls `long_reps` times over, so the k-th figure of a round must be that run's own time: a timer that
+    spreads one total evenly over the runs shows. Then "calls" counts how often gpu_times_ms called the
+    step (it must be `per_round`: the k-th call is the k-th run)."""
     sub = ctx.submission("streams")
     want = _pattern([numel], torch.float32, ctx.device)
     compute = _Compute(ctx.device, seed)
     ours = torch.empty(numel, pin_memory=True)
     copy = lambda: ours.copy_(want, non_blocking=True)  # noqa: E731
     compute.calibrate(copy)
+    calls = [0]  # calls of the step in this round so far
 
     def step() -> None:
         copy()
-        compute.run()
+        for _ in range(long_reps if calls[0] % 2 else 1):
+            compute.run()
+        calls[0] += 1
 
     trusted: list[float] = []
     student: list[float] = []
     for _ in range(rounds):
+        calls[0] = 0
         trusted += [_time_ms(step) for _ in range(per_round)]
+        calls[0] = 0
         got = _floats(sub.gpu_times_ms(step, per_round), per_round)
         if isinstance(got, str):
             return {"problem": got}
+        if long_reps > 1 and calls[0] != per_round:
+            return {"problem": f"{calls[0]} runs of fn for repeats={per_round}: run it exactly repeats times"}
         student += got
     torch.cuda.synchronize()
     return {"problem": None, "trusted_ms": trusted, "student_ms": student}

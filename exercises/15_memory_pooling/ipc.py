@@ -67,7 +67,8 @@ class BorrowedWindow:
         raise NotImplementedError("TODO(15.cuda_ipc): not implemented yet")
 
     def read(self, offset: int, nbytes: int) -> torch.Tensor:
-        """A copy of nbytes bytes of the window at `offset`: uint8 [nbytes] on this process's GPU."""
+        """A copy of nbytes bytes of the window at `offset`: uint8 [nbytes] on this process's GPU, in memory
+        of its own, so it keeps these bytes whatever later happens to the window (writes, close)."""
         raise NotImplementedError("TODO(15.cuda_ipc): not implemented yet")
 
     def write(self, offset: int, data: torch.Tensor) -> None:
@@ -80,5 +81,6 @@ class BorrowedWindow:
 
     def close(self) -> None:
         """Let go of the owner's memory: once close returns, the owner can free the pool and get it back,
-        even while this object is still referenced. Using the window after close is an error."""
+        even while this object is still referenced. Using the window after close is an error: read and
+        write raise (any exception)."""
         raise NotImplementedError("TODO(15.cuda_ipc): not implemented yet")

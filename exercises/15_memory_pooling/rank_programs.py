@@ -267,6 +267,21 @@ def _new_pool(ctx: Any, data: torch.Tensor) -> torch.Tensor:
     return data.to(ctx.device, copy=True)
 
 
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the storages behind `a` and `b` overlap: `a` is (a view of) memory `b` also reaches."""
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    return sa.data_ptr() < sb.data_ptr() + sb.nbytes() and sb.data_ptr() < sa.data_ptr() + sa.nbytes()
+
+
+def _raised(call: Any) -> str | None:
+    """None if `call` went through, else "ErrorName: message" (any exception: the contract names none)."""
+    try:
+        call()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:200]
+    return None
+
+
 def _refusal(errors: tuple[type[BaseException], ...], call: Any) -> Any:
     """None if `call` went through, its error as a dict if it was refused (anything else propagates)."""
     try:
@@ -305,8 +320,11 @@ def _loan(
     window, reads it before and after the owner's store, tries each of `refused_accesses` (["read", offset,
     nbytes] or ["write", offset, uint8 data]), then makes `writes` ([offset, uint8 data], window-relative)
     and tells the owner, which reads its pool. With lag_cycles > 0 the borrower's GPU is kept busy that long
-    ahead of the writes and nothing here waits for them: only write() itself can. Otherwise this program
-    synchronizes before telling the owner. Last, the borrower closes its window.
+    on the current stream, the data to write is produced there after it (as a caller's kernels would), and
+    nothing here waits for the writes: only write() itself can, after the data exists. Otherwise this program
+    synchronizes before telling the owner. Last, the borrower closes its window, then tries a read and a
+    write on it (each must raise). The tensor its first read returned stays on its GPU, and is read again
+    after the owner's store and after close(): a copy keeps its bytes; a view of the window would not.
 
     drop_early: the lifetime script instead (``_lifetime``).
     """
@@ -341,8 +359,13 @@ def _loan(
             view = held["win"].bytes
             out["view"] = {"numel": view.numel(), "dtype": str(view.dtype), "device": str(view.device)}
             ptr = view.data_ptr()
-            del view  # this program keeps no hold of its own on the owner's memory
-            out["first_read"] = held["win"].read(0, nbytes).cpu()
+            first = held["win"].read(0, nbytes)  # kept on the GPU: a copy must keep these bytes
+            out["first_read"] = first.to("cpu", copy=True)  # now: `first` may alias
+            out["read_shares_memory"] = isinstance(first, torch.Tensor) and _shares_memory(first, view)
+            del view  # this program keeps no hold of its own on the owner's memory (but `first`, below)
+            if not drop_early:  # the lifetime script counts every hold: it keeps nothing of a read
+                held["first"] = first
+            del first
     del grant
     step.meet()  # the borrower has read the window as granted
     if drop_early:
@@ -356,7 +379,8 @@ def _loan(
     with step:
         if not owner:
             win = held["win"]
-            out["second_read"] = win.read(0, nbytes).cpu()
+            out["second_read"] = win.read(0, nbytes).to("cpu", copy=True)
+            out["first_read_after_store"] = held["first"].to("cpu", copy=True)
             refused = []
             for op, at, arg in refused_accesses:
                 if op == "read":
@@ -364,14 +388,7 @@ def _loan(
                 else:
                     refused.append(_refusal(errors, lambda at=at, arg=arg: win.write(at, arg.to(dev))))
             out["refused_accesses"] = refused
-            payloads = [(at, data.to(dev)) for at, data in writes]
-            _synchronize(dev)
-            if lag_cycles:
-                torch.cuda._sleep(lag_cycles)  # the GPU is busy: a write queued behind this lands later
-            for at, data in payloads:
-                win.write(at, data)
-            if not lag_cycles:
-                _synchronize(dev)
+            _borrower_writes(win, writes, dev, lag_cycles)
             out["view_moved"] = win.bytes.data_ptr() != ptr
     step.meet()  # the borrower says its writes are done
     with step:
@@ -380,9 +397,31 @@ def _loan(
     step.meet()
     with step:
         if not owner:
-            held["win"].close()
+            win = held.pop("win")
+            win.close()
+            out["first_read_after_close"] = held.pop("first").to("cpu", copy=True)
+            one = torch.ones(1, dtype=torch.uint8, device=dev)
+            out["after_close"] = [_raised(lambda: win.read(0, 1)), _raised(lambda: win.write(0, one))]
+            _synchronize(dev)
     step.meet()
     return out
+
+
+def _borrower_writes(win: Any, writes: list[list[Any]], dev: torch.device, lag_cycles: int) -> None:
+    """The borrower's `writes` ([offset, uint8 data]) through win.write. With lag_cycles, the current stream
+    is busy that long first and each write's data is produced on it after that (zeros until then), so a
+    write that neither follows the current stream nor waits for its own copy leaves zeros or old bytes."""
+    payloads = [(at, data.to(dev)) for at, data in writes]
+    landing = [(at, torch.zeros_like(data)) for at, data in payloads] if lag_cycles else payloads
+    _synchronize(dev)
+    if lag_cycles:
+        torch.cuda._sleep(lag_cycles)  # the GPU is busy: a write queued behind this lands later
+        for (_, data), (_, fresh) in zip(payloads, landing, strict=True):
+            fresh.copy_(data)  # the caller's data, written on the current stream behind the lag
+    for at, data in landing:
+        win.write(at, data)
+    if not lag_cycles:
+        _synchronize(dev)
 
 
 def _lifetime(

@@ -6,7 +6,8 @@ buckets launched in the order their gradients arrive instead of bucket order; al
 the end of backward; bucket state that is not reset, so the second step syncs nothing; a `group` ignored
 (the collective or the divisor over the world); a bucket that never completed passing silently. Also on 5
 ranks, with chains and caps drawn from seeds here. 09.streams (GPU): a bucket freed right after the call
-whose memory the compute stream's next tensor would take, and a bf16 matrix bucket of an odd size.
+whose memory the compute stream's next tensor would take, a bf16 matrix bucket of an odd size, and a timer
+whose figures are not each run's own (runs of different lengths: a mean for every run fails).
 
 Every expected value is computed here, in the judge, by one process training on the full batch (plain torch,
 coursekit.toy_models). Each rank trains on its own rows of that batch with the student's synchronization.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import statistics
 from typing import Any
 
 import pytest
@@ -543,3 +545,41 @@ def test_streams_bf16_matrix_bucket(world: World) -> None:
     problem = streams_problem(res.value, shape, "bfloat16")
     assert problem is None, problem
     assert res.value["bucket_intact"], "the bucket itself changed: copy it to the host, not the other way"
+
+
+# The timer: runs of different lengths, so that each figure must be its own run's time. Within a round every
+# second run does TIMER_LONG_REPS times the matmuls (about 3-5x as long as the others on any GPU).
+TIMER_LONG_REPS = 5
+TIMER_PER_ROUND = 4
+TIMER_SPREAD = 1.5  # your long-over-short ratio against ours: both time the same runs, a few % apart
+
+
+def per_run_problem(student: list[float], trusted: list[float], per_round: int) -> str | None:
+    """What is wrong with the student's per-run figures, or None: the long runs over the short ones (median
+    of each), theirs against ours. A timer that returns every run's mean gives 1; one that times the runs in
+    another order gives its inverse. A machine whose long runs are not clearly longer proves nothing."""
+
+    def long_over_short(times: list[float]) -> float:
+        long = [t for i, t in enumerate(times) if i % per_round % 2]
+        short = [t for i, t in enumerate(times) if not i % per_round % 2]
+        return statistics.median(long) / statistics.median(short)
+
+    ours, yours = long_over_short(trusted), long_over_short(student)
+    if ours < TIMER_SPREAD or ours / TIMER_SPREAD <= yours <= ours * TIMER_SPREAD:
+        return None
+    return (
+        f"gpu_times_ms must give each run its own time: the 2nd and 4th runs of each call take "
+        f"{ours:.2f}x as long as the 1st and 3rd by our CUDA events, {yours:.2f}x by yours (1.00x: every run "
+        "got the same figure, such as a total spread evenly over the runs)"
+    )
+
+
+@pytest.mark.concept("event_timing")
+@pytest.mark.part("09.streams")
+def test_streams_timer_gives_each_run_its_own_time(world: World) -> None:
+    inputs = dict(numel=8 * 2**20, rounds=3, per_round=TIMER_PER_ROUND, seed=5, long_reps=TIMER_LONG_REPS)
+    [res] = world.run("rank_programs:event_timer", inputs=[inputs])
+    value = res.value
+    assert value["problem"] is None, f"gpu_times_ms: {value['problem']}"
+    problem = per_run_problem(value["student_ms"], value["trusted_ms"], TIMER_PER_ROUND)
+    assert problem is None, problem

@@ -84,7 +84,8 @@ class BorrowedWindow:
         ### END SOLUTION
 
     def read(self, offset: int, nbytes: int) -> torch.Tensor:
-        """A copy of nbytes bytes of the window at `offset`: uint8 [nbytes] on this process's GPU."""
+        """A copy of nbytes bytes of the window at `offset`: uint8 [nbytes] on this process's GPU, in memory
+        of its own, so it keeps these bytes whatever later happens to the window (writes, close)."""
         ### BEGIN SOLUTION 15.cuda_ipc
         self._check(offset, nbytes)
         return self.bytes[offset : offset + nbytes].clone()
@@ -106,7 +107,8 @@ class BorrowedWindow:
 
     def close(self) -> None:
         """Let go of the owner's memory: once close returns, the owner can free the pool and get it back,
-        even while this object is still referenced. Using the window after close is an error."""
+        even while this object is still referenced. Using the window after close is an error: read and
+        write raise (any exception)."""
         ### BEGIN SOLUTION 15.cuda_ipc
         torch.cuda.synchronize(self.bytes.device)  # nothing of ours may still be queued on its memory
         del self.bytes  # the last reference to the mapped storage: torch closes it and drops our hold

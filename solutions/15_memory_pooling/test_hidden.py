@@ -18,7 +18,9 @@ caches that lose, misplace or over-ship tokens.
   float64 bytes on the wire equal to the tokens that live away from where they are needed.
 - cuda_ipc (GPU only; blocked elsewhere): a copy lent instead of the pool (window-sized allocations, writes
   not seen across), offsets that forget the window (the handle maps the whole allocation), refusals and their
-  messages, write() returning before its queued copy lands, and a borrower that keeps or loses its hold on
+  messages, write() returning before its queued copy lands (also from a side stream that waits for nothing:
+  the data is still being produced on the current stream), a read() that returns a view of the owner's memory
+  instead of a copy, a window still usable after close(), and a borrower that keeps or loses its hold on
   the owner's memory. tests/test_gpu_15.py runs the rank program and these checks on CPU with a stand-in.
 """
 
@@ -946,8 +948,51 @@ def test_writes_have_landed_when_write_returns(world: World) -> None:
         case,
         owner,
         "the owner's window read as soon as the borrower's write() returned, its GPU busy before the "
-        "writes (a copy still queued on the borrower's stream has not happened yet)",
+        "writes and the data produced on its current stream behind that (a copy still queued has not "
+        "happened yet; a copy on a stream that did not wait for the current one read the data too early)",
     )
+
+
+def check_read_is_a_copy(case: dict[str, Any], borrower: dict[str, Any]) -> None:
+    """The tensor read() returned right after opening keeps those bytes through the owner's store and the
+    borrower's close(): it is a copy, in memory of the borrower's own."""
+    offset, nbytes = case["window"]
+    assert borrower["read_shares_memory"] is False, (
+        "read() returned a view of the window: it shares the owner's memory, so it changes under the owner's "
+        "writes and keeps the allocation mapped after close(); the contract promises a copy"
+    )
+    for key, when in [("first_read_after_store", "the owner's store"), ("first_read_after_close", "close()")]:
+        assert_equal(
+            borrower[key],
+            case["pool"][offset : offset + nbytes],
+            rank=1,
+            world_size=2,
+            what=f"the tensor read() returned right after opening, read again after {when} (a copy keeps it)",
+        )
+
+
+def check_closed_window_refuses(borrower: dict[str, Any]) -> None:
+    read, write = borrower["after_close"]
+    assert read is not None and write is not None, (
+        f"after close(), read(0, 1) {'raised ' + read if read else 'went through'} and write(0, ...) "
+        f"{'raised ' + write if write else 'went through'}: using a closed window is an error, and each "
+        "must raise (the memory may already be the owner's again)"
+    )
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.concept("read_returns_a_copy")
+def test_a_read_is_a_copy_of_the_window(world: World) -> None:
+    case = ipc_case(16, IPC_WINDOW, [(0, 4096), (IPC_WINDOW[1] - 1, 1)])
+    _, borrower = run_ipc(world, case)
+    check_read_is_a_copy(case, borrower)
+
+
+@pytest.mark.part("15.cuda_ipc")
+@pytest.mark.concept("borrower_lets_go")
+def test_a_closed_window_refuses_every_use(world: World) -> None:
+    _, borrower = run_ipc(world, ipc_case(17, IPC_WINDOW, [(0, 7)]))
+    check_closed_window_refuses(borrower)
 
 
 @pytest.mark.part("15.cuda_ipc")
