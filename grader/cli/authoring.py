@@ -131,6 +131,7 @@ def _validate_one(
     """Validate ``exercise`` under a status line, add its row to ``table``, print its problems and (with
     ``--results``) write its graded results. Its row of the JSON table; a corpus entry that cannot be
     applied is printed and is that row's one problem."""
+    from grader.authoring.timeouts import timeout_problems
     from grader.authoring.validate import CorpusError, validate_exercise
 
     label = f"validating {exercise.key} {exercise.slug}"
@@ -156,6 +157,8 @@ def _validate_one(
     console.print(_timeouts_table(exercise, row))
     for problem in found.problems:
         console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
+    for warning in timeout_problems(found.timeouts):  # a figure of this machine's load, not of the course
+        console.print(f"{exercise.key} warning: {warning}", soft_wrap=True, markup=False, style="yellow")
     return row
 
 
