@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import shutil
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from grader.core.course import CONCEPTS_FILE, load_course
+from grader.authoring.validate import core_problems
+from grader.core.catalogue import CORE_SHARE_FLOOR
+from grader.core.course import CONCEPTS_FILE, CourseConfigError, Exercise, load_course
 from grader.core.results import ExerciseResult, Status, TestResult
 from grader.harness import CommEvent, CommLog, RankResult, chunk_of, comm_trace
 from grader.learner.views import to_terminal
@@ -17,6 +20,8 @@ from grader.learner.views import to_terminal
 REPO = Path(__file__).parent.parent
 COURSE = load_course(REPO / "course.yml")
 GRADED = [e for e in COURSE.exercises if e.parts]
+FIXTURE = Path(__file__).parent / "fixtures" / "concepts"
+IDEA = "x" * 50
 
 
 def collect_tests(path: Path) -> list[tuple[str, object]]:
@@ -72,6 +77,75 @@ def test_every_test_scores_for_a_declared_concept_and_every_concept_has_tests(ex
     unused = [f"{p.id}: {c.name}" for p in exercise.parts for c in p.concepts if (p.id, c.name) not in used]
     assert not problems, f"tests without exactly one declared concept of their part: {problems}"
     assert not unused, f"concepts no test grades: {unused}"
+
+
+@pytest.mark.parametrize("exercise", GRADED, ids=lambda e: e.dirname)
+def test_every_concept_says_why_it_weighs_what_it_does(exercise: Exercise) -> None:
+    silent = [f"{p.name}.{c.name}" for p in exercise.parts for c in p.concepts if not c.why]
+    assert not silent, f"{exercise.dirname}/concepts.yml: concepts without a `why:` line: {silent}"
+
+
+@pytest.mark.parametrize("exercise", GRADED, ids=lambda e: e.dirname)
+def test_every_exercise_marks_core_misconceptions_worth_at_least_the_floor(exercise: Exercise) -> None:
+    """Issue 30: what a TA calls "did not understand the exercise" costs at least 10 % of it, summed over
+    the concepts sharing the misconception's name (rank translation in every collective of 01)."""
+    assert core_problems(exercise) == [], exercise.core_shares()
+
+
+def fixture_course(tmp_path: Path, concepts_yml: str) -> Exercise:
+    """The concepts fixture course (reduce: 4 points, square: 1) with ``concepts_yml``; its exercise."""
+    shutil.copytree(FIXTURE, tmp_path / "course", ignore=shutil.ignore_patterns("submissions"))
+    (tmp_path / "course" / "exercises" / "01_pair" / CONCEPTS_FILE).write_text(concepts_yml)
+    return load_course(tmp_path / "course" / "course.yml").exercises[0]
+
+
+def test_core_shares_sum_over_the_concepts_sharing_a_misconception(tmp_path: Path) -> None:
+    exercise = fixture_course(
+        tmp_path,
+        f"reduce:\n  sum: {{weight: 3, idea: {IDEA}, core: ranks, why: the part exists to teach the sum}}\n"
+        f"  max: {{weight: 1, idea: {IDEA}, why: an operation other than the sum is a side check}}\n"
+        f"square:\n  sq: {{weight: 1, idea: {IDEA}, core: ranks}}\n",
+    )
+    reduce, square = exercise.parts
+    assert [c.core for c in reduce.concepts] == ["ranks", None] and reduce.concepts[1].why.startswith("an op")
+    assert square.concepts[0].why == ""  # optional while the course is filled in
+    assert exercise.share(reduce, reduce.concepts[0]) == pytest.approx(3 / 5)
+    assert exercise.core_shares() == {"ranks": pytest.approx(3 / 5 + 1 / 5)}
+    assert core_problems(exercise) == []
+
+
+def test_validate_flags_a_core_misconception_under_the_floor_and_an_exercise_without_one(
+    tmp_path: Path,
+) -> None:
+    small = fixture_course(
+        tmp_path / "small",
+        f"reduce:\n  sum: {{weight: 40, idea: {IDEA}}}\n  max: {{weight: 1, idea: {IDEA}, core: op}}\n"
+        f"square:\n  sq: {{weight: 1, idea: {IDEA}}}\n",
+    )
+    (problem,) = core_problems(small)
+    assert "'op'" in problem and "2.0%" in problem and f"{CORE_SHARE_FLOOR:.0%}" in problem
+    none = fixture_course(
+        tmp_path / "none",
+        f"reduce:\n  sum: {{weight: 3, idea: {IDEA}}}\nsquare:\n  sq: {{weight: 1, idea: {IDEA}}}\n",
+    )
+    assert core_problems(none) == ["weights: no concept marks a core misconception (`core:` in concepts.yml)"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("why: short", "expected one line saying why"),
+        ('why: "a first line long enough\\nand a second"', "expected one line saying why"),
+        ("core: Group Ranks", "lower_snake_case"),
+        ("cores: ranks", "did you mean 'core'"),
+    ],
+)
+def test_why_and_core_are_read_strictly(tmp_path: Path, entry: str, message: str) -> None:
+    text = (
+        f"reduce:\n  sum: {{weight: 3, idea: {IDEA}, {entry}}}\nsquare:\n  sq: {{weight: 1, idea: {IDEA}}}\n"
+    )
+    with pytest.raises(CourseConfigError, match=message):
+        fixture_course(tmp_path, text)
 
 
 def ring_results(p: int, n: int) -> list[RankResult]:

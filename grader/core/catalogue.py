@@ -12,6 +12,8 @@ from pathlib import Path
 
 DEVICES = ("cpu", "gpu")
 """What a part's ``device`` may be."""
+CORE_SHARE_FLOOR = 0.10
+"""The least share of its exercise's points a core misconception may cost, summed over its concepts."""
 
 
 class CourseConfigError(ValueError):
@@ -26,6 +28,12 @@ class Concept:
     """Relative to the part's other concepts: the concept is worth ``weight / sum(weights)`` of the part."""
     idea: str
     """The idea in one sentence, shown to a student who lost the concept's points."""
+    why: str = ""
+    """One line for authors: why the concept weighs what it does. Not in feedback, but concepts.yml ships to
+    students, so it names no answer."""
+    core: str | None = None
+    """The misconception the concept guards, where a TA would call missing it "did not understand the
+    exercise"; the concepts of an exercise sharing a name count together (``Exercise.core_shares``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,6 +112,19 @@ class Exercise:
     @property
     def points(self) -> float:
         return sum(p.points for p in self.parts)
+
+    def share(self, part: Part, concept: Concept) -> float:
+        """``concept``'s share of the exercise's points (0..1): what losing it alone costs."""
+        return part.concept_points(concept.name) / self.points if self.points else 0.0
+
+    def core_shares(self) -> dict[str, float]:
+        """Each core misconception's share of the exercise's points, summed over the concepts naming it."""
+        found: dict[str, float] = {}
+        for part in self.parts:
+            for concept in part.concepts:
+                if concept.core is not None:
+                    found[concept.core] = found.get(concept.core, 0.0) + self.share(part, concept)
+        return found
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -53,11 +53,20 @@ def load_concepts(path: Path, exercise: Exercise) -> tuple[Part, ...]:
             if name in seen:
                 raise reader.fail(key_node, where, f"concept {name!r} is also declared for {seen[name]}")
             seen[name] = part.name
-            f = reader.mapping(value_node, where, required=("weight", "idea"), optional=())
-            idea = reader.string(f["idea"], f"{where}.idea").strip()
-            if len(idea) < 40:
-                raise reader.fail(f["idea"], f"{where}.idea", "expected a sentence a student can learn from")
-            weight = reader.number(f["weight"], f"{where}.weight", positive=True)
-            concepts.append(Concept(name=name, weight=weight, idea=idea))
+            concepts.append(_concept(reader, value_node, name, where))
         parts.append(replace(part, concepts=tuple(concepts)))
     return tuple(parts)
+
+
+def _concept(reader: YamlReader, node: yaml.Node, name: str, where: str) -> Concept:
+    """One concept's entry: ``weight`` and ``idea``; ``why`` (one line) and ``core`` (a name) optional."""
+    f = reader.mapping(node, where, required=("weight", "idea"), optional=("why", "core"))
+    idea = reader.string(f["idea"], f"{where}.idea").strip()
+    if len(idea) < 40:
+        raise reader.fail(f["idea"], f"{where}.idea", "expected a sentence a student can learn from")
+    weight = reader.number(f["weight"], f"{where}.weight", positive=True)
+    why = reader.string(f["why"], f"{where}.why").strip() if "why" in f else ""
+    if "why" in f and (len(why) < 20 or "\n" in why):
+        raise reader.fail(f["why"], f"{where}.why", "expected one line saying why the concept weighs this")
+    core = reader.name(f["core"], f"{where}.core") if "core" in f else None
+    return Concept(name=name, weight=weight, idea=idea, why=why, core=core)
