@@ -258,7 +258,7 @@ def add_similarity(commands: Subcommands) -> None:
     similarity.add_argument(
         "--threshold",
         type=float,
-        help="flag a pair when this share of one student's own code is in the other's (default 0.5)",
+        help="flag a pair when this share of both students' own code, together, is common (default 0.5)",
     )
     similarity.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     similarity.add_argument("--anonymize", action="store_true", help="the class report's pseudonyms")
