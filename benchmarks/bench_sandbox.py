@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader import sandbox  # noqa: E402
+from grader.core import sandbox  # noqa: E402
 from grader.core.course import load_course  # noqa: E402
 from grader.harness.factory import RankFactory  # noqa: E402
 from grader.runners import GradeJob  # noqa: E402

@@ -440,9 +440,15 @@ def test_no_secret_reaches_anything_the_batch_wrote(corpus: CorpusRun) -> None:
         f"{kind} secret in {path}"
         for path, data in corpus.written.items()
         for kind, canary in corpus.canaries.items()
-        if canary.encode() in data
+        if canary.encode() in data and not _shows_submissions_to_the_instructor(path, kind)
     ]
     assert not leaks, leaks
+
+
+def _shows_submissions_to_the_instructor(path: str, kind: str) -> bool:
+    """The similarity report shows students' code side by side, to the instructor: the canary planted in
+    another submission's code belongs there, and nowhere a student reads."""
+    return kind == "submission" and "/report/similarity" in path
 
 
 @pytest.mark.parametrize("corpus", BACKENDS, indirect=True)

@@ -60,7 +60,8 @@ def dispatch(
     Send order: kept slots sorted by global expert id, ties in token order (so rank-major, then expert).
     Received rows are grouped by source rank, then by local expert, then in the source's token order.
     Two dist.all_to_all_single calls: first the (E,) per-expert counts (so each rank learns what it will
-    receive), then the rows with input_split_sizes / output_split_sizes.
+    receive), then the rows with input_split_sizes / output_split_sizes. x, experts and keep are left
+    unchanged (the caller uses the routing again); recv_x is a new tensor, sharing no memory with them.
     """
     raise NotImplementedError("TODO(14.dispatch): not implemented yet")
 
@@ -70,6 +71,7 @@ def combine(expert_out: torch.Tensor, plan: DispatchPlan, gates: torch.Tensor, g
 
     y[t] = sum over kept j of gates[t, j] * (the row that came back for slot t*k + j); y[t] = 0 for a token
     whose every assignment was dropped (in a transformer the residual connection still carries it).
+    expert_out and gates are left unchanged; y is a new tensor, sharing no memory with them.
     """
     raise NotImplementedError("TODO(14.dispatch): not implemented yet")
 

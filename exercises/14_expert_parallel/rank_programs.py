@@ -50,8 +50,20 @@ def _on(ctx: Any, tensors: dict[str, Any]) -> dict[str, Any]:
     return {k: v.to(ctx.device) if isinstance(v, torch.Tensor) else v for k, v in tensors.items()}
 
 
+def _shares_storage(out: Any, *inputs: torch.Tensor) -> bool:
+    """Whether `out` (a non-empty tensor) lives in the memory of one of `inputs` (a view or the same one)."""
+    if not isinstance(out, torch.Tensor) or out.numel() == 0:
+        return False
+    ptr = out.untyped_storage().data_ptr()
+    return any(t.numel() and t.untyped_storage().data_ptr() == ptr for t in inputs)
+
+
 def dispatch_combine(ctx: Any, **inputs: Any) -> dict[str, Any]:
-    """dispatch(x, experts, keep, E); a trusted 'expert' scales row by (global expert id + 1); combine."""
+    """dispatch(x, experts, keep, E); a trusted 'expert' scales row by (global expert id + 1); combine.
+
+    Also returns the caller's tensors as they are after the calls ("after": x, experts, keep, gates, and the
+    expert output handed to combine next to a copy taken before), and whether recv_x or y lives in the memory
+    of a tensor the caller passed in ("shared")."""
     moe = ctx.submission("moe")
     a = _on(ctx, inputs)
     with recording_all_to_all() as calls:
@@ -66,8 +78,16 @@ def dispatch_combine(ctx: Any, **inputs: Any) -> dict[str, Any]:
         ]
         label = torch.tensor(labels, dtype=torch.int64, device=ctx.device)  # (N_recv,) local expert of a row
         scale = (ctx.rank * local + label + 1).to(recv_x.dtype).unsqueeze(1)  # (N_recv, 1)
-        y = moe.combine(recv_x * scale, plan, a["gates"])
+        expert_out = recv_x * scale
+        expert_out_before = expert_out.clone()
+        y = moe.combine(expert_out, plan, a["gates"])
     return {
+        "after": {n: a[n] for n in ("x", "experts", "keep", "gates")} | {"expert_out": expert_out},
+        "expert_out_before": expert_out_before,
+        "shared": {
+            "recv_x": _shares_storage(recv_x, a["x"], a["experts"], a["keep"]),
+            "y": _shares_storage(y, expert_out, a["gates"]),
+        },
         "recv_x": recv_x,
         "send_order": plan.send_order,
         "input_splits": plan.input_splits,

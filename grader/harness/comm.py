@@ -74,6 +74,7 @@ def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         with nested() as outermost:
             if not outermost:
                 return original(tensor, *args, **kwargs)
+            _refuse_missing_peer(name, peer, kwargs)
             with accounted():
                 result = original(tensor, *args, **kwargs)
         if name == "recv" and peer is None:
@@ -82,6 +83,19 @@ def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return _strip(wrapper)
+
+
+def _refuse_missing_peer(name: str, peer: Any, kwargs: dict[str, Any]) -> None:
+    """A peer rank that does not exist is the student's error, said the same way every time: gloo, handed
+    one, may crash the rank or block for ever, depending on timing."""
+    if not isinstance(peer, int) or peer < 0:
+        return
+    group = kwargs.get("group")
+    in_group = any(f"group_{arg}" in kwargs for arg in ("dst", "src"))
+    size = dist.get_world_size(group) if in_group else dist.get_world_size()
+    if peer >= size:
+        where = "the group" if in_group else "the world"
+        raise ValueError(f"dist.{name} with peer rank {peer}: {where} has only ranks 0 to {size - 1}")
 
 
 def _wrap_collective(name: str, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -4,7 +4,9 @@ times) or split across ranks; a column-parallel bias that is not split; the nonl
 sum instead of per shard; a fused QKV weight chunked as one matrix, so rank 0 gets only W_q's rows; heads
 split with the wrong head count or head size, a missing causal mask or 1/sqrt(hd); dense nn.Linear layers
 left in a "parallel" block (picotron #23); no error when the heads, the output features (column) or the
-input features (row) do not divide across the ranks. Also on 3 ranks, with shapes drawn from seeds here.
+input features (row) do not divide across the ranks; a load_full that keeps a view of the caller's dense
+weight or bias instead of copying its shard in (column and row). Also on 3 ranks, with shapes drawn from
+seeds here.
 
 Every expected value is computed here, in the judge, from the dense module with the same full weights
 (coursekit.toy_models), and each rank's gradient is compared with its shard of the dense gradient:
@@ -161,25 +163,31 @@ def test_column_no_bias_2d_input(world: World) -> None:
     check_values(results, expect, x_grad=False)
 
 
-@pytest.mark.part("10.column_parallel")
-@pytest.mark.concept("shard_is_a_copy")
-def test_column_load_full_copies_the_shard(world: World) -> None:
-    # load_full's contract: "Copy this rank's shards ... into the layer". A parameter that is a view of the
-    # caller's dense weight keeps the whole matrix alive on every rank (no memory saved), and changes when
-    # the caller reuses that buffer.
-    weight, bias = rand(8, 6, seed=31), rand(8, seed=32)
+def check_load_full_copies(world: World, kind: str, weight: torch.Tensor, bias: torch.Tensor) -> None:
+    """load_full, then the caller overwrites its dense weight and bias: the layer's parameters must not move.
+
+    load_full's contract: "Copy this rank's shard(s) ... into the layer". A parameter that is a view of the
+    caller's dense weight keeps the whole matrix alive on every rank (no memory saved), and changes when the
+    caller reuses that buffer."""
+    layer = {"column": "ColumnParallelLinear", "row": "RowParallelLinear"}[kind]
     results = world.run(
         "rank_programs:loaded_then_overwritten",
-        inputs=[{"kind": "column", "weight": weight, "bias": bias}] * world.size,
+        inputs=[{"kind": kind, "weight": weight, "bias": bias}] * world.size,
     )
     for res in results:
         for name, before in res.value["before"].items():
             after = res.value["after"][name]
             assert torch.equal(after, before), (
-                f"[rank {res.rank}/{world.size}] ColumnParallelLinear.{name} changed when the caller "
-                "overwrote the dense weight and bias after load_full: the parameter is a view of the "
-                "caller's tensor, where load_full must copy the shard into the layer's own memory"
+                f"[rank {res.rank}/{world.size}] {layer}.{name} changed when the caller overwrote the "
+                "dense weight and bias after load_full: the parameter is a view of the caller's tensor, "
+                "where load_full must copy the shard into the layer's own memory"
             )
+
+
+@pytest.mark.part("10.column_parallel")
+@pytest.mark.concept("shard_is_a_copy")
+def test_column_load_full_copies_the_shard(world: World) -> None:
+    check_load_full_copies(world, "column", rand(8, 6, seed=31), rand(8, seed=32))
 
 
 @pytest.mark.part("10.column_parallel")
@@ -257,6 +265,14 @@ def test_row_bias_added_once(world: World) -> None:
             f"rank {res.rank}: bias of shape {shape}, expected [6]: whole on every rank, not split"
         )
     check_values(results, expect, x_grad=False, only=["bias"])
+
+
+@pytest.mark.part("10.row_parallel")
+@pytest.mark.concept("row_shard_is_a_copy")
+def test_row_load_full_copies_the_shard(world: World) -> None:
+    # the weight's input columns are a strided view of the dense weight, and the whole bias IS the caller's
+    # bias: both must be copied into the layer
+    check_load_full_copies(world, "row", rand(6, 8, seed=33), rand(6, seed=34))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
   tokens dropped in token order across all choices instead of first choices first, an off-by-one capacity.
 - dispatch: rows sent to the wrong rank or in the wrong order, receive buffers sized from the send side,
   splits counted per expert instead of per rank, combine that forgets the gates or overwrites instead of
-  adding a token's k rows, send/recv or all-gathers instead of all_to_all_single.
+  adding a token's k rows, send/recv or all-gathers instead of all_to_all_single; dispatch or combine that
+  modify the caller's tensors (dropped slots marked in `experts` in place) or return a view of them.
 - moe_layer: against a dense single-process MoE computed here in the judge with the same routing; the tokens
   each local expert processed; the bytes of every all-to-all, which equal T*k*h*8 when nothing is dropped.
 Routing and dispatch layouts are compared exactly; float results with the tolerance written at each check.
@@ -262,6 +263,35 @@ def test_combine_sums_gated_rows(world: World) -> None:
     run_dispatch(
         world, routing_inputs(world.size, T=4, E=world.size, k=2, seed=5, skew=True), check="combine"
     )
+
+
+@pytest.mark.part("14.dispatch")
+@pytest.mark.concept("caller_tensors_untouched")
+def test_dispatch_and_combine_leave_their_inputs_alone(world: World) -> None:
+    # The docstrings: dispatch leaves x, experts and keep unchanged, combine leaves expert_out and gates
+    # unchanged, and each returns a new tensor. A caller reuses the routing after dispatch (the gates in
+    # combine, the expert ids for load balancing), so marking dropped slots in `experts` in place, or scaling
+    # the caller's rows in place, corrupts the next user of those tensors.
+    for inputs in (
+        routing_inputs(world.size, T=6, E=2 * world.size, k=2, seed=1),
+        routing_inputs(world.size, T=4, E=world.size, k=2, seed=5, skew=True),
+    ):
+        for res in world.run("rank_programs:dispatch_combine", inputs=inputs, forbid=FORBID):
+            r, v, p = res.rank, res.value, world.size
+            for name in ("x", "experts", "keep", "gates"):
+                assert_equal(
+                    v["after"][name], inputs[r][name], rank=r, world_size=p,
+                    what=f"the caller's {name} after dispatch and combine (they must not modify it)",
+                )  # fmt: skip
+            assert_equal(
+                v["after"]["expert_out"], v["expert_out_before"], rank=r, world_size=p,
+                what="the expert output after combine (combine must not modify it)",
+            )  # fmt: skip
+            for name, shared in v["shared"].items():
+                assert not shared, (
+                    f"rank {r}/{p}: the {name} returned lives in the memory of a tensor the caller passed "
+                    "in; dispatch and combine return new tensors"
+                )
 
 
 # ------------------------------------------------------------------------------------------------------------
