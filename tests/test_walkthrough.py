@@ -124,7 +124,7 @@ def test_section_1_from_stubs_to_checkpoint(terminal: tuple[Terminal, Path]) -> 
     start = len(term.screen())
     term.type("grade exercise 02 --watch")
     out = term.wait_for("watching allreduce.py: save to regrade", after=start)
-    assert "02.ring_allreduce: not started" in out
+    assert "not started" in out and "`grade hint 02" in out  # the first parts' lines may have scrolled away
     assert "Score: 0 / 10" in out and "public checks only" in out
 
     # A correct ring (and tree) is saved; --watch regrades on its own.
