@@ -82,7 +82,7 @@ def _not_started(result: ExerciseResult, part: str, readme: str) -> str:
     points = sum(t.max_score for t in result.tests if t.part == part)
     number, name = part.split(".", 1)
     return (
-        f"[bold]{part}[/]: [yellow]not started[/] (0 / {points:.3g}, the stub raises NotImplementedError): "
+        f"[bold]{part}[/]: [yellow]not started[/] (0 / {points:.3g}): "
         f"start at {readme or 'the README'}; stuck? `grade hint {number} {name}`"
     )
 
