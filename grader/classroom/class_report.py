@@ -66,8 +66,8 @@ def write_report(
     )
     (out / "students").mkdir(parents=True, exist_ok=True)
     for record in analysis.records:
-        page = _student_page(record, analysis, name)
-        (out / "students" / f"{_slug(name[record.student])}.html").write_text(page)
+        html = _student_page(record, analysis, name)
+        (out / "students" / f"{slug(name[record.student])}.html").write_text(html)
     index = out / "index.html"
     index.write_text(_class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
     return index
@@ -118,7 +118,7 @@ def _class_page(a: ClassAnalysis, name: dict[str, str], *, similarity: bool) -> 
         "<h2>Students</h2>",
         _students_table(a, name),
     ]
-    return _page(f"Exercise {a.exercise}: class report", sections)
+    return page(f"Exercise {a.exercise}: class report", sections)
 
 
 def _histogram(a: ClassAnalysis, summary: dict[str, float]) -> str:
@@ -259,18 +259,20 @@ def _student_page(record: Record, a: ClassAnalysis, name: dict[str, str]) -> str
         "<h2>Files graded</h2>",
         _table(["file", "sha256"], files) if files else "<p>Not recorded for this submission.</p>",
     ]
-    return _page(f"{who}: exercise {result.exercise}", sections)
+    return page(f"{who}: exercise {result.exercise}", sections)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # HTML pieces
 
 
-def _page(title: str, sections: list[str]) -> str:
+def page(title: str, sections: list[str], extra_style: str = "") -> str:
+    """A whole report page: the sections, the report's style (plus ``extra_style``) and its table sorter."""
     body = "\n".join(sections)
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        f"<style>{STYLE}</style></head>\n<body>\n{body}\n<script>{SORT_SCRIPT}</script>\n</body></html>\n"
+        f"<style>{STYLE}{extra_style}</style></head>\n<body>\n{body}\n<script>{SORT_SCRIPT}</script>\n"
+        "</body></html>\n"
     )
 
 
@@ -297,10 +299,11 @@ def _num(value: float) -> str:
 
 
 def _links(students: tuple[str, ...] | list[str], name: dict[str, str], prefix: str) -> str:
-    return ", ".join(f'<a href="{prefix}{_slug(name[s])}.html">{escape(name[s])}</a>' for s in students)
+    return ", ".join(f'<a href="{prefix}{slug(name[s])}.html">{escape(name[s])}</a>' for s in students)
 
 
-def _slug(student: str) -> str:
+def slug(student: str) -> str:
+    """A student's name (or pseudonym) as a file name."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in student)
 
 

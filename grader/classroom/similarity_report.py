@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 
 from grader.classroom.batch import discover
-from grader.classroom.class_report import REPORT_DIR, SIMILARITY_PAGE, SORT_SCRIPT, STYLE, pseudonyms
+from grader.classroom.class_report import REPORT_DIR, SIMILARITY_PAGE, page, pseudonyms, slug
 from grader.classroom.records import RecordStore
 from grader.classroom.similarity import (
     COMMON_MIN,
@@ -114,13 +114,13 @@ def write_pages(similarity: Similarity, out: Path, name: dict[str, str]) -> Path
     for pair in flagged:
         (out / PAIRS_DIR / _pair_page_name(pair, name)).write_text(_pair_page(pair, similarity, name))
     (out / CSV).write_text(_csv(flagged, name))
-    page = out / PAGE
-    page.write_text(_class_page(similarity, name))
-    return page
+    written = out / PAGE
+    written.write_text(_class_page(similarity, name))
+    return written
 
 
 def _pair_page_name(pair: Pair, name: dict[str, str]) -> str:
-    return f"{_slug(name[pair.students[0]])}--{_slug(name[pair.students[1]])}.html"
+    return f"{slug(name[pair.students[0]])}--{slug(name[pair.students[1]])}.html"
 
 
 def _csv(flagged: list[Pair], name: dict[str, str]) -> str:
@@ -153,7 +153,7 @@ def _class_page(similarity: Similarity, name: dict[str, str]) -> str:
         "<h2>The closest pairs below the threshold</h2>",
         _table([_row(p, name, link=False) for p in closest]) if closest else "<p>None.</p>",
     ]
-    return _page(f"Exercise {similarity.exercise.key}: similarity", sections)
+    return page(f"Exercise {similarity.exercise.key}: similarity", sections, MARK_STYLE)
 
 
 def _method(similarity: Similarity) -> str:
@@ -209,7 +209,7 @@ def _pair_page(pair: Pair, similarity: Similarity, name: dict[str, str]) -> str:
             for who, text in zip((a, b), code, strict=True)
         )
         sections.append(f'<div class="sides">{columns}</div>')
-    return _page(f"{a} and {b}: exercise {similarity.exercise.key}", sections)
+    return page(f"{a} and {b}: exercise {similarity.exercise.key}", sections, MARK_STYLE)
 
 
 def _marked(
@@ -246,16 +246,3 @@ def _shown(text: str, students: tuple[str, str], name: dict[str, str]) -> str:
         if name[student] != student:
             text = re.sub(rf"\b{re.escape(student)}\b", name[student], text)
     return escape(text)
-
-
-def _page(title: str, sections: list[str]) -> str:
-    body = "\n".join(sections)
-    return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        f"<style>{STYLE}{MARK_STYLE}</style></head>\n<body>\n{body}\n<script>{SORT_SCRIPT}</script>\n"
-        "</body></html>\n"
-    )
-
-
-def _slug(student: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in student)
