@@ -215,14 +215,17 @@ def _descendants_left(canary: str) -> list[str]:
 def _containers_left(root: Path) -> list[str]:
     import docker
 
-    from grader.runners.docker import LABEL
+    from grader.runners.docker import graders_containers
 
     client = docker.from_env()
     left = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        if any(m.get("Source", "").startswith(str(root)) for m in container.attrs.get("Mounts", [])):
-            left.append(f"{container.short_id} {container.status}")
-            container.remove(force=True)
+    for summary in graders_containers(client):
+        if any(m.get("Source", "").startswith(str(root)) for m in summary.get("Mounts") or []):
+            left.append(f"{summary['Id'][:12]} {summary.get('State')}")
+            try:
+                client.api.remove_container(summary["Id"], force=True)
+            except docker.errors.NotFound:
+                pass
     return left
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from docker_support import require_docker_image
 from grader.core.course import Course
 from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob
-from grader.runners.docker import LABEL, DockerRunner, gpu_refusal
+from grader.runners.docker import LABEL, DockerRunner, gpu_refusal, sweep_leftovers
 from grader.runners.local import LocalRunner
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
@@ -72,6 +73,25 @@ def test_no_container_is_left_and_leftovers_are_swept(
     ours = client.containers.list(all=True, filters={"label": f"{LABEL}={os.getpid()}"})
     assert ours == [], "the runner removes its own containers"
     assert orphan.id not in [c.id for c in client.containers.list(all=True)]
+
+
+def test_a_sweep_beside_gradings_that_remove_their_own_containers_does_not_fail(
+    docker_runner: DockerRunner,
+) -> None:
+    """Every grading of a batch removes its own containers while the others sweep for leftovers: a container
+    that goes between the sweep's list and its look at it is not an error (a batch died of that once)."""
+    client = docker_runner.client
+    live_owner = {LABEL: str(os.getpid())}  # alive, so the sweep itself removes none of them
+    created = [client.api.create_container("distgpu-cpu:0.1.0", ["true"], labels=live_owner) for _ in range(40)]
+    remover = threading.Thread(
+        target=lambda: [client.api.remove_container(c["Id"], force=True) for c in created]
+    )
+    remover.start()
+    try:
+        while remover.is_alive():
+            assert sweep_leftovers(client) == []
+    finally:
+        remover.join()
 
 
 def test_a_prewarmed_runner_grades_each_submission_in_a_fresh_container(

@@ -247,19 +247,30 @@ def _remove(container: Any, attempts: int = 5) -> None:
             time.sleep(2.0 * attempt)
 
 
+def graders_containers(client: Any) -> list[dict[str, Any]]:
+    """The list summaries (``Id``, ``Labels``, ``Mounts``, ``State``) of every container a grader started.
+
+    One list call and no per-container inspect: ``client.containers.list`` inspects each container it lists,
+    and one that its grader removes in between (every grading of a batch removes its own) raises NotFound."""
+    return [
+        {**summary, "Labels": summary.get("Labels") or {}}
+        for summary in client.api.containers(all=True, filters={"label": LABEL})
+    ]
+
+
 def sweep_leftovers(client: Any) -> list[str]:
     """Remove containers (and their handoff folders) a grader process that no longer exists left behind;
     return the containers' ids."""
     import docker
 
     removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        if _gone(int(container.labels.get(LABEL, "0") or 0)):
+    for summary in graders_containers(client):
+        if _gone(int(summary["Labels"].get(LABEL, "0") or 0)):
             try:
-                container.remove(force=True)
+                client.api.remove_container(summary["Id"], force=True)
             except docker.errors.APIError:  # NotFound, or 409: another grader's sweep got there first
                 continue
-            removed.append(container.id)
+            removed.append(summary["Id"])
     for handoff in Path(tempfile.gettempdir()).glob(f"{HANDOFF_PREFIX}*-*"):
         owner = handoff.name.removeprefix(HANDOFF_PREFIX).split("-", 1)[0]
         if owner.isdigit() and _gone(int(owner)):
