@@ -108,12 +108,13 @@ def remove_build_stages(client: Any) -> list[str]:
     import docker
 
     removed = []
-    for image in client.images.list(filters={"dangling": True, "label": BUILD_STAGE_LABEL}):
+    # ids only: images.list would inspect each one, and a build beside this one may remove it in between
+    for image_id in client.api.images(filters={"dangling": True, "label": BUILD_STAGE_LABEL}, quiet=True):
         try:
-            client.images.remove(image.id, noprune=False)
-        except docker.errors.APIError:  # in use by a build running beside this one
+            client.images.remove(image_id, noprune=False)
+        except docker.errors.APIError:  # in use by a build running beside this one, or gone already
             continue
-        removed.append(image.id)
+        removed.append(image_id)
     return removed
 
 
