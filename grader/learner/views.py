@@ -54,15 +54,17 @@ class ProgressBar:
 def to_terminal(result: ExerciseResult, console: Console, *, readme: str = "") -> None:
     """A table per part, then each distinct failure message once, what each lost concept teaches, and the
     score. A part not started yet (``ExerciseResult.not_started``) is one line instead of its table, its
-    failures and its concepts: where its task is described (``readme``, e.g. 'exercises/06_rdma_concepts/
-    README.md, section "What to implement"') and the ``grade hint`` that helps with it."""
+    failures and its concepts, with the ``grade hint`` that helps with it; then, once, where the tasks are
+    described (``readme``, e.g. 'exercises/06_rdma_concepts/README.md, section "What to implement"')."""
     console.print(f"[bold]Exercise {result.exercise}: {result.title}[/]  ({result.graded}; {result.device})")
     idle = result.not_started()
     for part in dict.fromkeys(t.part for t in result.tests):
         if part in idle:
-            console.print(_not_started(result, part, readme), soft_wrap=True)
+            console.print(_not_started(result, part), soft_wrap=True)
         else:
             console.print(_part_table(part, [t for t in result.tests if t.part == part]))
+    if idle:
+        console.print(f"Start at {readme or 'the README'}.", soft_wrap=True)
     for tests in grouped_failures(tuple(t for t in result.tests if t.part not in idle)).values():
         console.print(Text(tests[0].output), soft_wrap=True)
         if len(tests) > 1:
@@ -78,13 +80,10 @@ def to_terminal(result: ExerciseResult, console: Console, *, readme: str = "") -
     )
 
 
-def _not_started(result: ExerciseResult, part: str, readme: str) -> str:
+def _not_started(result: ExerciseResult, part: str) -> str:
     points = sum(t.max_score for t in result.tests if t.part == part)
     number, name = part.split(".", 1)
-    return (
-        f"[bold]{part}[/]: [yellow]not started[/] (0 / {points:.3g}): "
-        f"start at {readme or 'the README'}; stuck? `grade hint {number} {name}`"
-    )
+    return f"[bold]{part}[/]: [yellow]not started[/] (0 / {points:.3g}); stuck? `grade hint {number} {name}`"
 
 
 def _concept_loss(result: ExerciseResult, concept: ConceptScore, console: Console) -> None:
