@@ -18,8 +18,6 @@ read back from the batch's records. ``differences`` compares two gradings of the
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Collection, Sequence
@@ -27,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from leftovers import kill_processes_with
 from test_adversarial import ITEMS, MARKER, build_item, local_sandbox
 
 from grader.authoring.stubs import render_stub
@@ -155,23 +154,8 @@ def grade_class(
 
 def kill_leftovers() -> list[str]:
     """Processes an adversarial item left running on purpose (``MARKER`` in their command line): each is
-    named and killed. A grader that contains its gradings leaves none."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if MARKER.encode() in cmdline and int(entry.name) != os.getpid():
-            command = cmdline.replace(b"\0", b" ").decode(errors="replace")[:120]
-            found.append(f"{entry.name}: {command}")
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except OSError:
-                pass
-    return found
+    named and killed."""
+    return kill_processes_with(MARKER)
 
 
 # ---------------------------------------------------------------------------------------------------------

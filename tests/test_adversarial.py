@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import tempfile
 import time
 import zipfile
@@ -28,6 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 from docker_support import require_docker_image
+from leftovers import kill_processes_with
 
 from grader.classroom.batch import make_plan
 from grader.classroom.grade import batch_grade
@@ -191,27 +191,6 @@ class CorpusRun:
     """Items left out of this backend's batch, with why."""
 
 
-def _descendants_left(canary: str) -> list[str]:
-    """Processes that inherited the batch's environment canary, or carry the leftover marker; killed here."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if canary.encode() in environ or MARKER.encode() in cmdline:
-            command = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
-            found.append(f"{entry.name}: {command}")
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except OSError:
-                pass
-    return found
-
-
 def _containers_left(root: Path) -> list[str]:
     import docker
 
@@ -297,7 +276,7 @@ def run_corpus(backend: str, root: Path) -> CorpusRun:
                 os.environ[key] = value
         tempfile.tempdir = None
         time.sleep(1.0)  # rank processes killed by their parent's death need a moment to go
-        left_processes = _descendants_left(canaries["env"])
+        left_processes = kill_processes_with(MARKER, or_in_environment=canaries["env"])
         left_containers = _containers_left(root) if backend == "docker" else []
         for stray in STRAYS:  # what items write to the host's /tmp when nothing stops them
             Path("/tmp", stray).unlink(missing_ok=True)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from leftovers import kill_processes_with
 
 from grader.core import rank_uids, sandbox
 from grader.core.course import Course
@@ -116,23 +117,12 @@ def test_a_rank_sees_none_of_the_judges_secrets_files_or_network(
     assert all(SECRET not in t.output for t in result.tests)
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(entry.name))
-        except OSError:
-            pass
-    return found
-
-
 def test_a_daemon_a_rank_leaves_behind_ends_with_the_grading(toy_course: Course, tmp_path: Path) -> None:
     marker = f"distgpu-daemon-{os.getpid()}-{time.monotonic_ns()}"
     (tmp_path / "toy.py").write_text(f"MARKER = {marker!r}\n" + DAEMON)
     result = grade(toy_course, tmp_path)
     assert {t.status for t in result.tests} == {Status.FAILED}
-    assert _processes_with(marker) == []
+    assert kill_processes_with(marker) == []
 
 
 def test_a_memory_bomb_is_stopped_by_the_rank_limit(toy_course: Course, tmp_path: Path) -> None:
