@@ -1,4 +1,4 @@
-"""scripts/gpu-check on the GPU machine it was written for: torch, pytest, pyyaml and rich, and no nbgrader.
+"""scripts/gpu-check on the GPU machine it was written for: torch, pytest, pyyaml, rich; no nbgrader, docker.
 
 Issue 31: the GPU machine has no nbgrader and nothing can be installed there, so any path of gpu-check that
 imports ``nbformat`` or ``nbgrader`` dies there. Here a child interpreter is started with a ``sitecustomize``
@@ -22,11 +22,11 @@ import torch
 REPO = Path(__file__).parent.parent
 
 BLOCKER = '''
-"""Makes nbformat and nbgrader unimportable in this interpreter and its children (PYTHONPATH carries it)."""
+"""Makes what the GPU machine lacks unimportable here and in children (PYTHONPATH carries it)."""
 import importlib.abc
 import sys
 
-BLOCKED = ("nbformat", "nbgrader")
+BLOCKED = ("nbformat", "nbgrader", "docker")
 
 
 class NoNbgrader(importlib.abc.MetaPathFinder):
@@ -62,7 +62,7 @@ try:
     }
 finally:
     runner.close()
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("nbformat", "nbgrader"))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("nbformat", "nbgrader", "docker"))
 print(json.dumps({
     "blocker": blocker,
     "loaded": loaded,
@@ -109,7 +109,7 @@ def test_stub_and_bug_steps_run_without_nbgrader(without_nbgrader: dict[str, str
 def test_gpu_check_reaches_its_no_gpu_exit_without_nbgrader(without_nbgrader: dict[str, str]) -> None:
     done = subprocess.run(
         [str(REPO / "scripts" / "gpu-check")],
-        env=without_nbgrader,
+        env={**without_nbgrader, "COLUMNS": "300"},  # doctor's table cells on one line each
         capture_output=True,
         text=True,
         timeout=120,
@@ -118,3 +118,6 @@ def test_gpu_check_reaches_its_no_gpu_exit_without_nbgrader(without_nbgrader: di
     assert done.returncode == 0, done.stderr[-3000:]
     assert "no GPU: nothing to verify here" in done.stdout
     assert "ModuleNotFoundError" not in done.stderr, done.stderr[-3000:]
+    # its first step, grade doctor, says what is missing in words, not as an exception's name
+    assert "the docker package is not installed" in done.stdout
+    assert "ModuleNotFoundError" not in done.stdout, done.stdout[-3000:]

@@ -61,7 +61,14 @@ def _sandbox() -> Finding:
 def _docker() -> Finding:
     try:
         import docker
-
+    except ImportError:
+        return Finding(
+            "docker",
+            False,
+            "the docker package is not installed (the instructor extra has it)",
+            "no --backend docker; local grading does not need it",
+        )
+    try:
         from grader.runners.images import image_tag
 
         client = docker.from_env(timeout=5)

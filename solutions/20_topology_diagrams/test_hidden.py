@@ -231,6 +231,7 @@ class TestParseSmi:
             same(got.get(key), want[key], f"parse_topo(topo_{machine}.txt)[{key!r}]")
 
     @pytest.mark.concept("matrix_parse")
+    @pytest.mark.generated
     def test_drawn_machines(self, world: World) -> None:
         for seed in range(10):
             text, truth = draw_topology(seed)
@@ -242,6 +243,7 @@ class TestParseSmi:
             )
 
     @pytest.mark.concept("matrix_parse")
+    @pytest.mark.generated
     def test_one_gpu_boxes(self, world: World) -> None:
         for seed in (100, 101, 102):
             text, truth = draw_topology(seed, gpus=1)
@@ -273,6 +275,7 @@ class TestParseSmi:
         same(_without(got, LEGENDS), want, "parse_topo of a two-column affinity header")
 
     @pytest.mark.concept("legends")
+    @pytest.mark.generated
     def test_drawn_legends(self, world: World) -> None:
         # NIC labels with a legend, without one (the label names itself), and old mlx5_k labels
         for seed in range(10, 18):
@@ -375,6 +378,7 @@ class TestSmiQuestions:
         )
 
     @pytest.mark.concept("link_ladder")
+    @pytest.mark.generated
     def test_drawn_pairs(self, world: World, reference) -> None:
         ref = reference("smi_topo")
         for seed in range(20, 26):
@@ -389,6 +393,7 @@ class TestSmiQuestions:
             )
 
     @pytest.mark.concept("nvlink_clique")
+    @pytest.mark.generated
     def test_drawn_cliques(self, world: World, reference) -> None:
         ref = reference("smi_topo")
         for seed in range(30, 38):
@@ -397,6 +402,7 @@ class TestSmiQuestions:
             same(call(world, "smi_topo", "largest_nvlink_group", topo), want, f"largest group, drawn {seed}")
 
     @pytest.mark.concept("nearest_nic")
+    @pytest.mark.generated
     def test_drawn_nearest_nics(self, world: World, reference) -> None:
         ref = reference("smi_topo")
         for seed in range(40, 46):
@@ -504,6 +510,7 @@ class TestClusterYaml:
             same(call(world, "cluster", "gpu_path", clusters[name], a, b), want, f"{name}: {a} -> {b}")
 
     @pytest.mark.concept("cluster_model")
+    @pytest.mark.generated
     def test_drawn_clusters(self, world: World, reference) -> None:
         for seed in range(8):
             text = draw_cluster(seed)
@@ -513,6 +520,7 @@ class TestClusterYaml:
             )
 
     @pytest.mark.concept("gpu_paths")
+    @pytest.mark.generated
     def test_drawn_paths(self, world: World, reference) -> None:
         ref = reference("cluster")
         for seed in range(10, 16):
@@ -570,6 +578,7 @@ class TestLayouts:
         same(call(world, "cluster", "supported_layouts", clusters[name]), want, f"supported layouts, {name}")
 
     @pytest.mark.concept("tp_on_nvlink")
+    @pytest.mark.generated
     def test_drawn_tp_degrees(self, world: World, reference) -> None:
         ref = reference("cluster")
         for seed in range(20, 28):
@@ -577,6 +586,7 @@ class TestLayouts:
             same(call(world, "cluster", "largest_tp_degree", c), ref.largest_tp_degree(c), f"drawn {seed}")
 
     @pytest.mark.concept("layout_feasibility")
+    @pytest.mark.generated
     def test_drawn_layouts(self, world: World, reference) -> None:
         ref = reference("cluster")
         for seed in range(30, 36):
