@@ -1,9 +1,9 @@
 """``grade validate``'s check on generated inputs: each concept a generated test grades needs a bug of the
-corpus that the generated cases alone catch."""
+corpus that the generated cases catch on their own."""
 
 from __future__ import annotations
 
-from grader.authoring.generated import caught_by_generated_alone, generated_problems
+from grader.authoring.generated import caught_by_generated, generated_problems
 from grader.core.results import ExerciseResult, Status, TestResult
 
 CONCEPT = ("24.plans", "good_plan")
@@ -38,21 +38,22 @@ def graded(named: Status, drawn: Status, other: Status = Status.PASSED) -> Exerc
 REFERENCE = graded(Status.PASSED, Status.PASSED)
 
 
-def test_a_bug_counts_only_when_the_named_cases_miss_it() -> None:
-    assert caught_by_generated_alone(graded(Status.PASSED, Status.FAILED), CONCEPT)
-    assert not caught_by_generated_alone(graded(Status.FAILED, Status.FAILED), CONCEPT)  # the named catch it
-    assert not caught_by_generated_alone(graded(Status.FAILED, Status.PASSED), CONCEPT)
-    assert not caught_by_generated_alone(graded(Status.BLOCKED, Status.BLOCKED), CONCEPT)
+def test_a_bug_counts_when_a_generated_test_of_the_concept_fails() -> None:
+    assert caught_by_generated(graded(Status.PASSED, Status.FAILED), CONCEPT)  # only the seeds catch it
+    assert caught_by_generated(graded(Status.FAILED, Status.TIMEOUT), CONCEPT)  # the named catch it too
+    assert not caught_by_generated(graded(Status.FAILED, Status.PASSED), CONCEPT)  # the seeds miss it
+    assert not caught_by_generated(graded(Status.BLOCKED, Status.BLOCKED), CONCEPT)  # nothing ran
+    assert not caught_by_generated(graded(Status.PASSED, Status.PASSED, Status.FAILED), CONCEPT)  # another
 
 
 def test_every_generated_concept_needs_such_a_bug() -> None:
-    caught_by_both = ("named_and_generated", graded(Status.FAILED, Status.FAILED))
-    only_seeds = ("only_seeds", graded(Status.PASSED, Status.FAILED))
+    named_only = ("named_only", graded(Status.FAILED, Status.PASSED))
     reading = ("reading_bug", graded(Status.PASSED, Status.PASSED, Status.FAILED))
-    problems = generated_problems(REFERENCE, [caught_by_both, reading])
+    problems = generated_problems(REFERENCE, [named_only, reading])
     assert len(problems) == 1 and "24.plans: good_plan" in problems[0]
     assert "test_generated_plan" in problems[0]  # names the generated tests, without their ids
-    assert generated_problems(REFERENCE, [caught_by_both, only_seeds, reading]) == []
+    seeds_too = ("named_and_generated", graded(Status.FAILED, Status.FAILED))
+    assert generated_problems(REFERENCE, [named_only, seeds_too, reading]) == []
 
 
 def test_no_generated_test_no_demand() -> None:

@@ -10,8 +10,8 @@ For one exercise it grades, with one runner (one judge process, torch imported o
      is graded on the parts it concerns only (``bug_parts``);
   5. the weights (no grading): the exercise marks a core misconception, and each costs at least
      ``CORE_SHARE_FLOOR`` of the exercise's points, summed over the concepts that name it (``core_problems``);
-  6. the generated inputs: every concept a generated test grades has a bug that the generated cases alone
-     catch (``grader.authoring.generated``);
+  6. the generated inputs: every concept a generated test grades has a bug that the generated cases catch on
+     their own (``grader.authoring.generated``);
   7. the timeouts (no grading of its own): each part's slowest reference test, and the slowest whole run,
      against its timeout; under 3x is flagged, as a warning: the figure is this machine's, at its load
      (``grader.authoring.timeouts``).

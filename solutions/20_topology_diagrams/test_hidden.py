@@ -590,7 +590,7 @@ class TestLayouts:
     @pytest.mark.generated
     def test_drawn_layouts(self, world: World, reference) -> None:
         ref = reference("cluster")
-        # 63: DP neighbours that reach each other along the ring but not across its closing hop (last -> first)
+        # 63: DP neighbours that reach each other along a chain, but not across the ring's closing hop
         for seed in (*range(30, 36), 63):
             c = ref.load_cluster(draw_cluster(seed))
             same(call(world, "cluster", "supported_layouts", c), ref.supported_layouts(c), f"drawn {seed}")

@@ -291,24 +291,32 @@ PLANS = [
     ("deepseek_v3", Cluster("dgx_h100", 32), plan(8, 8, 4, 4, 1, "selective", 1, 1024), 4096),
     ("deepseek_v3", Cluster("dgx_h100", 32), plan(1, 16, 16, 16, 3, "none", 2, 1024), 4096),
     ("llama3_8b", Cluster("rtx4090_pcie_8x", 2), plan(1, 4, 4, 1, 2, "full", 1, 512), 4096),
-    # generated in the judge: a 70-layer dense model on 3 DGX H100, an MoE on them, an MoE on 6 RTX 4090 boxes
+]
+# generated in the judge: a 70-layer dense model on 3 DGX H100, an MoE on them, an MoE on 6 RTX 4090 boxes
+GENERATED_PLANS = [
     (G207, Cluster("dgx_h100", 3), plan(4, 1, 6, 1, 3, "selective", 1, 48), 2048),
     (G207, Cluster("dgx_h100", 3), plan(8, 3, 1, 1, 0, "full", 2, 48), 4096),
     (G251, Cluster("dgx_h100", 3), plan(2, 1, 12, 4, 3, "none", 2, 48), 2048),
     (G257, Cluster("rtx4090_pcie_8x", 6), plan(1, 12, 4, 2, 2, "selective", 1, 96), 1024),
 ]
+ROWS = {"named": PLANS, "generated": GENERATED_PLANS}
+# each estimator test runs on the named rows and, as a case of its own, on the generated ones
+PER_ROWS = pytest.mark.parametrize(
+    "rows", [pytest.param("named"), pytest.param("generated", marks=pytest.mark.generated)]
+)
 
 
 MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "total", "limit", "fits")
 STATE_KEYS = ("params", "grads", "optimizer")
 
 
-def estimates(world: World, function: str) -> list[dict]:
-    """The student's `function` (memory_per_gpu or step_time) on every PLANS case, checked to be dicts."""
-    calls = [spec("estimate", function, SPECS[m], c, p, s) for m, c, p, s in PLANS]
+def estimates(world: World, function: str, rows: str) -> list[dict]:
+    """The student's `function` (memory_per_gpu or step_time) on every case of ROWS[rows], checked to be
+    dicts."""
+    calls = [spec("estimate", function, SPECS[m], c, p, s) for m, c, p, s in ROWS[rows]]
     got = run_many(world, calls)
     keys = MEMORY_KEYS if function == "memory_per_gpu" else STEP_KEYS
-    for (m, _, p, _), g in zip(PLANS, got, strict=True):
+    for (m, _, p, _), g in zip(ROWS[rows], got, strict=True):
         if not isinstance(g, dict) or set(g) != set(keys):
             found = sorted(g) if isinstance(g, dict) else g
             raise AssertionError(
@@ -317,9 +325,12 @@ def estimates(world: World, function: str) -> list[dict]:
     return got
 
 
-def compare(world: World, ref: dict, function: str, keys: tuple[str, ...], moe: bool | None = None) -> None:
-    """`keys` of the student's `function` against the reference's, on the PLANS cases (dense or MoE only)."""
-    for (m, c, p, s), got in zip(PLANS, estimates(world, function), strict=True):
+def compare(
+    world: World, ref: dict, function: str, keys: tuple[str, ...], rows: str, moe: bool | None = None
+) -> None:
+    """`keys` of the student's `function` against the reference's, on the ROWS[rows] cases (dense or MoE
+    only)."""
+    for (m, c, p, s), got in zip(ROWS[rows], estimates(world, function, rows), strict=True):
         if moe is not None and SPECS[m].is_moe is not moe:
             continue
         want = getattr(ref["estimate"], function)(SPECS[m], c, p, s)
@@ -330,20 +341,24 @@ def compare(world: World, ref: dict, function: str, keys: tuple[str, ...], moe: 
 @pytest.mark.part("21.memory")
 class TestMemory:
     @pytest.mark.concept("stage_states")
-    def test_states_against_reference(self, world: World, ref: dict) -> None:
-        compare(world, ref, "memory_per_gpu", STATE_KEYS, moe=False)
+    @PER_ROWS
+    def test_states_against_reference(self, world: World, ref: dict, rows: str) -> None:
+        compare(world, ref, "memory_per_gpu", STATE_KEYS, rows, moe=False)
 
     @pytest.mark.concept("expert_replicas")
-    def test_moe_states_against_reference(self, world: World, ref: dict) -> None:
-        compare(world, ref, "memory_per_gpu", STATE_KEYS, moe=True)
+    @PER_ROWS
+    def test_moe_states_against_reference(self, world: World, ref: dict, rows: str) -> None:
+        compare(world, ref, "memory_per_gpu", STATE_KEYS, rows, moe=True)
 
     @pytest.mark.concept("activations_in_flight")
-    def test_activations_against_reference(self, world: World, ref: dict) -> None:
-        compare(world, ref, "memory_per_gpu", ("activations",))
+    @PER_ROWS
+    def test_activations_against_reference(self, world: World, ref: dict, rows: str) -> None:
+        compare(world, ref, "memory_per_gpu", ("activations",), rows)
 
     @pytest.mark.concept("usable_limit")
-    def test_total_against_the_usable_limit(self, world: World, ref: dict) -> None:
-        for (m, c, p, s), got in zip(PLANS, estimates(world, "memory_per_gpu"), strict=True):
+    @PER_ROWS
+    def test_total_against_the_usable_limit(self, world: World, ref: dict, rows: str) -> None:
+        for (m, c, p, s), got in zip(ROWS[rows], estimates(world, "memory_per_gpu", rows), strict=True):
             what = f"memory_per_gpu({m}, {describe(p)})"
             same(got["limit"], ref["estimate"].memory_per_gpu(SPECS[m], c, p, s)["limit"], f"{what}['limit']")
             same(
@@ -382,13 +397,15 @@ STEP_KEYS = ("compute_s", "bubble_s", "dp_s", "tp_s", "pp_s", "ep_s", "total_s")
 @pytest.mark.part("21.step_time")
 class TestStepTime:
     @pytest.mark.concept("compute_at_mfu")
-    def test_compute_against_reference(self, world: World, ref: dict) -> None:
-        compare(world, ref, "step_time", ("compute_s",))
+    @PER_ROWS
+    def test_compute_against_reference(self, world: World, ref: dict, rows: str) -> None:
+        compare(world, ref, "step_time", ("compute_s",), rows)
 
     @pytest.mark.concept("pipeline_bubble")
-    def test_bubble_against_reference(self, world: World, ref: dict) -> None:
+    @PER_ROWS
+    def test_bubble_against_reference(self, world: World, ref: dict, rows: str) -> None:
         # as a ratio to the student's own compute, so that a wrong compute time is compute_at_mfu's loss only
-        for (m, c, p, s), got in zip(PLANS, estimates(world, "step_time"), strict=True):
+        for (m, c, p, s), got in zip(ROWS[rows], estimates(world, "step_time", rows), strict=True):
             want = ref["estimate"].step_time(SPECS[m], c, p, s)
             if not got["compute_s"]:
                 raise AssertionError(f"step_time({m}, {describe(p)}): compute_s is {got['compute_s']!r}")
@@ -400,8 +417,9 @@ class TestStepTime:
             )
 
     @pytest.mark.concept("exposed_dp_communication")
-    def test_dp_against_reference(self, world: World, ref: dict) -> None:
-        compare(world, ref, "step_time", ("dp_s",))
+    @PER_ROWS
+    def test_dp_against_reference(self, world: World, ref: dict, rows: str) -> None:
+        compare(world, ref, "step_time", ("dp_s",), rows)
 
     @pytest.mark.concept("exposed_dp_communication")
     def test_zero3_pays_per_micro_batch(self, world: World) -> None:
@@ -420,9 +438,10 @@ class TestStepTime:
         same(z1_32["dp_s"], z1_16["dp_s"], "ZeRO-1 exposed DP time with 32 micro-batches (vs 16)")
 
     @pytest.mark.concept("model_parallel_traffic")
-    def test_model_parallel_against_reference(self, world: World, ref: dict) -> None:
-        compare(world, ref, "step_time", ("tp_s", "pp_s", "ep_s"))
-        for (m, _, p, _), got in zip(PLANS, estimates(world, "step_time"), strict=True):
+    @PER_ROWS
+    def test_model_parallel_against_reference(self, world: World, ref: dict, rows: str) -> None:
+        compare(world, ref, "step_time", ("tp_s", "pp_s", "ep_s"), rows)
+        for (m, _, p, _), got in zip(ROWS[rows], estimates(world, "step_time", rows), strict=True):
             total = sum(got[k] for k in STEP_KEYS if k != "total_s")
             same(got["total_s"], total, f"step_time({m}, {describe(p)})['total_s'] (the sum of the terms)")
 
@@ -542,7 +561,9 @@ def describe(p: dict) -> str:
 
 
 @pytest.mark.part("21.plan")
-@pytest.mark.parametrize("key", CASES)
+@pytest.mark.parametrize(
+    "key", [pytest.param(key, marks=pytest.mark.generated) if key in GENERATED else key for key in CASES]
+)
 class TestPlan:
     @pytest.mark.concept("good_plan")
     def test_valid_and_fits(self, world: World, plans: dict, ref: dict, key: str) -> None:
@@ -672,15 +693,19 @@ def claim(ref: dict, key: str, p: dict, knob: str, why: str) -> tuple[bool, str]
 @pytest.mark.part("21.plan")
 class TestForced:
     @pytest.mark.concept("good_plan")
-    def test_infeasible_when_the_states_do_not_fit(self, world: World) -> None:
+    @pytest.mark.parametrize(
+        "drawn",
+        [pytest.param(False, id="named"), pytest.param(True, id="generated", marks=pytest.mark.generated)],
+    )
+    def test_infeasible_when_the_states_do_not_fit(self, world: World, drawn: bool) -> None:
         # DeepSeek-V3's 10.7 TB of states on one DGX H100 (8 x 72 GB usable); Llama-3 70B's 1.13 TB on 16
-        # RTX 4090s (16 x 21.6 GB)
-        # and two generated in the judge: a 22B dense model on one 8-GPU RTX 4090 box, a 52B MoE on one DGX
-        cases = [
+        # RTX 4090s (16 x 21.6 GB); and, as a case of its own, two generated in the judge: a 22B dense model
+        # on one 8-GPU RTX 4090 box, a 52B MoE on one DGX
+        named = [
             (SPECS["deepseek_v3"], Cluster("dgx_h100", 1), 256, 4096),
             (SPECS["llama3_70b"], Cluster("rtx4090_pcie_8x", 2), 256, 4096),
-            *GENERATED_INFEASIBLE.values(),
         ]
+        cases = list(GENERATED_INFEASIBLE.values()) if drawn else named
         got = run_many(world, [spec("planner", "plan", m, c, b, s) for m, c, b, s in cases])
         want = {"feasible": False, "reasons": {"fit": "memory"}}
         for (m, c, _, _), g in zip(cases, got, strict=True):
