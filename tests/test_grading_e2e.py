@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import time
 from collections.abc import Callable
@@ -203,6 +204,28 @@ def test_the_callers_pytest_options_do_not_reach_the_judges_run(
     assert (outer / "keep.txt").read_text() == "the caller's"
     assert result.score == 2 and len(result.tests) > 3  # -x would have stopped at the first failure
     assert os.environ["PYTEST_ADDOPTS"] == f"--basetemp={outer} -x"
+
+
+INSTALLED_PLUGIN = """
+def pytest_collection_modifyitems(config, items):
+    del items[1:]  # a plugin the instructor happens to have installed, changing what runs
+"""
+
+
+def test_a_pytest_plugin_installed_beside_the_grader_does_not_reach_the_judges_run(
+    runner: LocalRunner, toy_course: Course, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest loads every installed package's ``pytest11`` entry point; the judge's run loads none."""
+    (tmp_path / "installed_plugin.py").write_text(INSTALLED_PLUGIN)
+    info = tmp_path / "installed_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: installed-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\ninstalled = installed_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert any(e.name == "installed" for e in importlib.metadata.entry_points(group="pytest11"))
+    result = grade(runner, toy_course, "wrong")
+    assert result.score == 2 and len(result.tests) > 3  # the plugin would have left one test
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in os.environ
 
 
 def test_a_kept_factory_serves_every_run_of_an_exercise_and_grades_alike(

@@ -348,7 +348,7 @@ def _resolve_device(requested: str) -> tuple[str, int]:
     return requested, gpus
 
 
-OUTER_PYTEST_SETTINGS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+OUTER_PYTEST_SETTINGS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
 """What the environment may tell any pytest run (the caller's own test session, a user's shell): the
 judge's run of the suite takes its options from its arguments alone, or e.g. an outer ``--basetemp`` would
 make it wipe the caller's temporary folder."""
@@ -356,8 +356,13 @@ make it wipe the caller's temporary folder."""
 
 @contextlib.contextmanager
 def _outer_pytest_settings_ignored() -> Iterator[None]:
+    """The judge's pytest hears none of the caller's settings and loads no plugin that happens to be installed
+    (pytest-randomly would shuffle the suite, pytest-rerunfailures rerun it): the grading plugin is handed to
+    it, and the same suite then grades alike on every machine."""
     saved = {name: os.environ.pop(name) for name in OUTER_PYTEST_SETTINGS if name in os.environ}
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         yield
     finally:
+        os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
         os.environ.update(saved)
