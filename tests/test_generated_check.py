@@ -3,6 +3,8 @@ corpus that the generated cases catch on their own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from grader.authoring.generated import caught_by_generated, generated_problems
 from grader.core.results import ExerciseResult, Status, TestResult
 
@@ -43,6 +45,11 @@ def test_a_bug_counts_when_a_generated_test_of_the_concept_fails() -> None:
     assert caught_by_generated(graded(Status.FAILED, Status.TIMEOUT), CONCEPT)  # the named catch it too
     assert not caught_by_generated(graded(Status.FAILED, Status.PASSED), CONCEPT)  # the seeds miss it
     assert not caught_by_generated(graded(Status.BLOCKED, Status.BLOCKED), CONCEPT)  # nothing ran
+    never_started = replace(
+        made("test_generated_plan[dense-1]", Status.TIMEOUT, generated=True),
+        output="[24.plans] not run: the exercise's time budget of 60 s is used up",
+    )
+    assert not caught_by_generated(result(never_started), CONCEPT)
     assert not caught_by_generated(graded(Status.PASSED, Status.PASSED, Status.FAILED), CONCEPT)  # another
 
 

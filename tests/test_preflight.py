@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.core import rank_uids, sandbox
+from grader.runners import preflight
 from grader.runners.preflight import RanksCannotRead, check_ranks_can_read
 
 REPO = Path(__file__).parent.parent
@@ -52,6 +53,14 @@ def test_readable_files_pass_on_the_host_and_in_the_sandbox(public: Path, uid: i
     check_ranks_can_read([programs], uid, None)
     if sandbox.probe() is None:
         check_ranks_can_read([programs], uid, sandbox.for_grading_run(programs, programs, public))
+
+
+def test_a_check_that_cannot_finish_is_one_clear_error(
+    public: Path, uid: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(preflight, "PROBE_TIMEOUT_S", 0.001)  # a host too loaded to start python in time
+    with pytest.raises(RanksCannotRead, match="could not check that ranks can read"):
+        check_ranks_can_read([_programs(public)], uid, None)
 
 
 def test_a_root_only_file_is_named(public: Path, uid: int) -> None:

@@ -85,5 +85,20 @@ def test_a_uid_that_still_owns_a_process_is_skipped(small_pool: range, tmp_path:
 @pytest.mark.parametrize("spec", ["12", "0:4", "2000000000:0", "a:b"])
 def test_a_malformed_pool_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:
     monkeypatch.setenv(rank_uids.POOL_ENV_VAR, spec)
-    with pytest.raises(ValueError, match=r"START:COUNT|unprivileged"):
+    with pytest.raises(rank_uids.NoRankUid, match=r"START:COUNT|unprivileged"):
         rank_uids.pool()
+
+
+def test_a_lock_folder_others_may_write_or_a_link_is_refused(small_pool: range, tmp_path: Path) -> None:
+    """In a shared temp folder another user could make the folder first (and hold every lock, or plant
+    links for root to follow): only a real folder of this user's, writable by no one else, serves."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(rank_uids.NoRankUid, match="remove it"):
+        rank_uids.lease_rank_uid(shared)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    with pytest.raises(rank_uids.NoRankUid, match="remove it"):
+        rank_uids.lease_rank_uid(link)

@@ -31,9 +31,9 @@ def generated_concepts(reference: ExerciseResult) -> dict[Concept, list[str]]:
 
 
 def caught_by_generated(result: ExerciseResult, concept: Concept) -> bool:
-    """Some generated test of ``concept`` lost (not blocked: a test that could not run shows nothing)."""
+    """Some generated test of ``concept`` ran and lost (blocked or never started: it shows nothing)."""
     return any(
-        t.generated and t.status not in (Status.PASSED, Status.BLOCKED)
+        t.generated and t.ran and t.status not in (Status.PASSED, Status.BLOCKED)
         for t in result.tests
         if (t.part, t.concept) == concept
     )

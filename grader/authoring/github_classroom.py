@@ -18,7 +18,7 @@ zero exit status wins ``max-score``, which it reads with ``parseInt``. So:
   has the grader's dependencies, and otherwise builds ``.venv`` from PyPI (the CPU build of torch), once
   for all steps;
 - ``max-score`` is a whole number: the parts' points are rounded by largest remainder, so that they still
-  add up to the exercise's points (rounded), and the README says so;
+  add up to the points of the parts kept (rounded), and the README says so;
 - a part that cannot pass there is left out, and said: a GPU part (GitHub's runners have no GPU) or a
   part with no public check.
 
@@ -229,7 +229,8 @@ def workflow_text(exercise: Exercise, steps: list[Step], timeout: int) -> str:
     header = (
         f"# Written by distgpu's `grade classroom {exercise.key}`. Each step grades the public checks of\n"
         "# one part; its max-score is a whole number (the action reads it with parseInt), rounded so that\n"
-        "# they add up to the exercise's points. The hidden tests are not here: the instructor runs them.\n"
+        "# they add up to the points of the parts here. The hidden tests are not here: the instructor runs\n"
+        "# them.\n"
     )
     return header + yaml.safe_dump(workflow(exercise, steps, timeout), sort_keys=False, width=110)
 

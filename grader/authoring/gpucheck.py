@@ -106,6 +106,10 @@ def run_checks(course: Course, out: Path, say: Callable[[Check], None]) -> list[
                 for check in gpu_part_checks(runner, course, e, part_id, on_gpu[e.key]):
                     say(check)
                     checks.append(check)
+    except BaseException:  # Ctrl-C or a crash here: the CPU half must not grade on alone
+        cpu.kill()
+        cpu.wait()
+        raise
     finally:
         runner.close()
     checks.append(_bench())
@@ -150,11 +154,9 @@ def gpu_part_checks(
     exercise: Exercise,
     part_id: str,
     reference: tuple[ExerciseResult, float],
-    device: str = "cuda",
 ) -> list[Check]:
     """A ``device: gpu`` part: the reference's tests all passed (``reference``, graded already), the
-    committed stub scores zero, every bug of the part is caught. ``device`` other than cuda only for the
-    CPU test of these steps (the part is blocked there)."""
+    committed stub scores zero, every bug of the part is caught."""
     part = next(p for p in exercise.parts if p.id == part_id)
     tests = [t for t in reference[0].tests if t.part == part.id]
     failed = [f"{t.name}: {t.status} {t.output[:200]}" for t in tests if t.status is not Status.PASSED]
@@ -164,8 +166,8 @@ def gpu_part_checks(
     )
     return [
         full,
-        stub_check(runner, course, exercise, part.id, device),
-        *bug_checks(runner, course, exercise, part.id, device),
+        stub_check(runner, course, exercise, part.id, "cuda"),
+        *bug_checks(runner, course, exercise, part.id, "cuda"),
     ]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ POOL_ENV_VAR = "DISTGPU_RANK_UIDS"
 
 
 class NoRankUid(RuntimeError):
-    """Every uid of the pool is held by another grading run or still owns processes."""
+    """No uid can be leased: every one is held or still owns processes, or the pool or its folder is unfit."""
 
 
 @dataclass
@@ -48,17 +49,17 @@ class RankUidLease:
 
 
 def lease_rank_uid(lock_dir: Path | None = None) -> RankUidLease:
-    """A uid of the pool that no other grading run holds and no process runs as; ``NoRankUid`` if none."""
-    folder = lock_dir or default_lock_dir()
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    busy = _uids_with_processes()
+    """A uid of the pool that no other grading run holds and no process runs as; ``NoRankUid`` if none (or
+    if the lock folder is not this user's alone, or the pool's spec is malformed)."""
+    folder = _own_folder(lock_dir or default_lock_dir())
     for uid in pool():
-        if uid in busy:
-            continue
-        fd = os.open(folder / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(folder / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
+            continue
+        if uid in _uids_with_processes():  # looked at under the lock: nobody can start one now
             os.close(fd)
             continue
         return RankUidLease(uid, fd)
@@ -66,6 +67,19 @@ def lease_rank_uid(lock_dir: Path | None = None) -> RankUidLease:
         f"all {len(pool())} rank uids ({pool().start}-{pool().stop - 1}) are in use by other grading runs; "
         f"run fewer at once, or widen the pool with {POOL_ENV_VAR}=START:COUNT"
     )
+
+
+def _own_folder(folder: Path) -> Path:
+    """``folder``, made if missing; refused unless it is a real folder of this user that no one else may
+    write (in a shared temp folder another user could have made it first, to hold every lock)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise NoRankUid(
+            f"{folder} is not a folder of this user's that only it may write; remove it (or point "
+            f"{POOL_ENV_VAR}'s leases elsewhere) and grade again"
+        )
+    return folder
 
 
 def pool() -> range:
@@ -76,9 +90,9 @@ def pool() -> range:
     try:
         start, count = (int(x) for x in spec.split(":"))
     except ValueError:
-        raise ValueError(f"{POOL_ENV_VAR}={spec!r}: expected START:COUNT, e.g. 2000000000:64") from None
+        raise NoRankUid(f"{POOL_ENV_VAR}={spec!r}: expected START:COUNT, e.g. 2000000000:64") from None
     if start < 1000 or count < 1:
-        raise ValueError(f"{POOL_ENV_VAR}={spec!r}: START must be an unprivileged uid (>= 1000), COUNT >= 1")
+        raise NoRankUid(f"{POOL_ENV_VAR}={spec!r}: START must be an unprivileged uid (>= 1000), COUNT >= 1")
     return range(start, start + count)
 
 

@@ -21,6 +21,11 @@ class Status(StrEnum):
     """The grader or the course itself broke (e.g. a hidden suite that does not import); never the student."""
 
 
+NOT_RUN = "not run: "
+"""How the harness begins the message of a test it never started (after its '[part] ' tag): the time budget
+was used up, or the same call had hung in another test."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TestResult:
     __test__ = False  # not a pytest test class, despite the name
@@ -49,6 +54,11 @@ class TestResult:
     @property
     def visibility(self) -> str:
         return "visible" if self.suite == "public" else "after_published"
+
+    @property
+    def ran(self) -> bool:
+        """False for a test the harness never started (its message's first line says ``NOT_RUN``)."""
+        return f"] {NOT_RUN}" not in self.output.partition("\n")[0]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

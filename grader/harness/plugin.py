@@ -22,7 +22,7 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 from grader.core.course import Concept, Course, Exercise, Part
-from grader.core.results import Status, TestResult
+from grader.core.results import NOT_RUN, Status, TestResult
 from grader.harness.factory import FactoryError
 from grader.harness.outcomes import (
     Blocked,
@@ -204,7 +204,7 @@ class GradingPlugin:
         if self.device == "cuda" and needed > self.gpus:
             raise Blocked(f"blocked: needs {needed} GPUs, found {self.gpus}")
         if time.monotonic() - self._started > self.exercise.timeout:
-            raise NotRun(f"not run: the exercise's time budget of {self.exercise.timeout:g} s is used up")
+            raise NotRun(f"{NOT_RUN}the exercise's time budget of {self.exercise.timeout:g} s is used up")
 
     def _shared_gpus(self, part: Part, size: int) -> int | None:
         """The GPUs a CUDA world shares when the part puts more than one rank on a GPU, else None."""
@@ -260,8 +260,11 @@ class GradingPlugin:
         return outcome
 
     def _concept_lost(self, test: TestResult) -> bool:
+        """Whether another test of ``test``'s concept failed on its own (a blocked one is not graded here)."""
         return any(
-            t.part == test.part and t.concept == test.concept and t.status is not Status.PASSED
+            t.part == test.part
+            and t.concept == test.concept
+            and t.status not in (Status.PASSED, Status.BLOCKED)
             for t in self.results
         )
 

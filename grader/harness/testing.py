@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from grader.core.results import NOT_RUN
 from grader.harness.outcomes import CheckFailure, CommEvent, RankResult, SameCallHung, WorldTimeout
 from grader.harness.world import Pool
 
@@ -76,7 +77,7 @@ class World:
     def _submit(self, tasks: list[dict[str, Any]]) -> list[RankResult]:
         key = call_key(tasks[0], self.size)
         if key in self._hangs:
-            raise SameCallHung(f"not run: {key[0]} {self._hangs[key]}; the same call would hang again")
+            raise SameCallHung(f"{NOT_RUN}{key[0]} {self._hangs[key]}; the same call would hang again")
         self.last = None
         try:
             self.last = self._pool.submit(tasks, self._timeout_s)

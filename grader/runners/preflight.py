@@ -40,6 +40,10 @@ for top in wanted["paths"]:
 """
 
 
+PROBE_TIMEOUT_S = 120
+"""Reading the course's few hundred files takes well under a second; this is for a host under heavy load."""
+
+
 class RanksCannotRead(RuntimeError):
     """One line: the first file ranks cannot read, why, and what to change."""
 
@@ -51,7 +55,10 @@ def check_ranks_can_read(paths: list[Path], uid: int | None, box: Sandbox | None
     env = minimal_env()
     if box is not None:
         argv = box.wrap(argv, env)
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RanksCannotRead(f"could not check that ranks can read the course's files: {exc}") from None
     if done.returncode == 0:
         return
     try:
