@@ -49,7 +49,8 @@ def graded(exercise: Exercise, student: str, score_share: float) -> tuple[list[T
 
 @pytest.fixture(scope="module")
 def gradebook_url(course: Course, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """01: alice full marks, bob a third, zed full; 02: alice an invalid upload, carol half. Read only."""
+    """01: alice full marks, bob a third, zed full; 02: alice and yan (not in the roster, no grade at all) an
+    invalid upload each, carol half. Read only."""
     url = f"sqlite:///{tmp_path_factory.mktemp('lms') / 'gradebook.db'}"
     first, second = course.find("01"), course.find("02")
     rows = [(first, "alice", 1.0), (first, "bob", 1 / 3), (first, "zed", 1.0), (second, "carol", 0.5)]
@@ -66,16 +67,17 @@ def gradebook_url(course: Course, tmp_path_factory: pytest.TempPathFactory) -> I
                 duedate=None,
             )
         cells, _ = graded(second, "alice", 1.0)
-        invalid = invalid_result(second, "the archive is corrupt (not a zip file)", "alice", "cpu")
-        record(
-            gradebook,
-            exercise=second,
-            cells=cells,
-            student="alice",
-            result=invalid,
-            submitted=None,
-            duedate=None,
-        )
+        for student in ("alice", "yan"):
+            invalid = invalid_result(second, "the archive is corrupt (not a zip file)", student, "cpu")
+            record(
+                gradebook,
+                exercise=second,
+                cells=cells,
+                student=student,
+                result=invalid,
+                submitted=None,
+                duedate=None,
+            )
     yield url
 
 
@@ -156,6 +158,25 @@ def test_moodle_file_parses_back_with_its_id_column_and_no_grade_marks(
     assert done.unmatched == ["zed"] and done.invalid == ["02 alice"]
 
 
+def test_roster_text_cannot_run_as_a_formula(course: Course, gradebook_url: str, tmp_path: Path) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "student,name,section,canvas_id,email\n"
+        'alice,"=HYPERLINK(""http://evil.example"",""open"")",@S1,101,-a@uni.edu\n'
+        "bob,Bob Marley,+S2,102,bob@uni.edu\n"
+    )
+    with open_gradebook(gradebook_url, course_id=course.title) as gradebook:
+        grades = read_grades(gradebook, course)
+    write_canvas(tmp_path / "canvas.csv", grades, load_roster(roster))
+    _, _, *rows = parse(tmp_path / "canvas.csv")
+    points = f"{course.find('01').points:g}"
+    assert rows[0] == ['\'=HYPERLINK("http://evil.example","open")', "101", "", "", "'@S1", points, ""]
+    assert rows[1][:5] == ["Bob Marley", "102", "", "", "'+S2"]
+    write_moodle(tmp_path / "moodle.csv", grades, load_roster(roster))
+    _, *rows = parse(tmp_path / "moodle.csv")
+    assert rows == [["'-a@uni.edu", points, "-"], ["bob@uni.edu", f"{round(float(points) / 3, 2):g}", "-"]]
+
+
 def test_rosters_that_cannot_be_used(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     for text, message in [
@@ -194,7 +215,7 @@ def test_grade_export_writes_both_and_says_who_is_missing(
     ]
     assert cli.main([*argv, *out, "--roster", str(roster)]) == 1  # zed is graded but not in the roster
     said = capsys.readouterr().out
-    assert f"wrote {tmp_path / 'c.csv'}: 4 students, 2 exercises" in said
+    assert f"wrote {tmp_path / 'c.csv'}: 4 students, 2 exercises" in said and "yan" not in said
     assert (
         "no grade for an invalid upload: 02 alice" in said
         and "not in the roster, so not in the file: zed" in said

@@ -8,16 +8,17 @@ import csv
 import html
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from grader import cli
-from grader.classroom.batch import invalid_result
+from grader.classroom.batch import BatchPlan, PendingGrade, invalid_result
 from grader.classroom.class_report import pseudonyms, write_report
 from grader.classroom.records import Record, RecordStore
-from grader.classroom.similarity import DEFAULT_THRESHOLD, MIN_SHARED, compare_class
-from grader.classroom.similarity_report import record_submissions, write_similarity
+from grader.classroom.similarity import DEFAULT_THRESHOLD, MIN_SHARED, Pair, Similarity, compare_class
+from grader.classroom.similarity_report import record_submissions, write_pages, write_similarity
 from grader.cli.parser import build_parser
 from grader.core.course import Course
 from grader.core.results import ExerciseResult, Status
@@ -296,6 +297,95 @@ def test_grade_similarity_and_grade_report(
     assert cli.main([*argv, "similarity", str(grades)]) == 2
     assert "no such folder of submissions" in capsys.readouterr().out
     assert cli.main([*argv, "similarity", str(grades), "--submissions", str(tmp_path / "moved")]) == 0
+
+
+def test_anonymizing_replaces_every_id_of_the_class_whole(course: Course, batch: tuple[Path, Path]) -> None:
+    grades, subs = batch
+    exercise = course.find("02")
+    for student in ("bob-jr", "o.k."):  # ids that end at, or hold, a character that is not a word's
+        invalid = invalid_result(exercise, "the archive is corrupt", student, "cpu")
+        RecordStore(grades / "records").put(Record(student, "k", invalid, None))
+    code = subs / "alice" / "allreduce.py"
+    code.write_text("# with carol, bob-jr and o.k.\n" + code.read_text())  # not the pair's ids
+    write_similarity(grades, course, anonymize=True)
+    name = pseudonyms(grades, ["alice", "bob", "carol", "bob-jr", "o.k."])
+    pair = (grades / "report" / "similarity" / f"{name['alice']}--{name['bob']}.html").read_text()
+    assert f"# with {name['carol']}, {name['bob-jr']} and {name['o.k.']}\n" in pair
+
+
+def test_a_student_id_cannot_run_as_a_formula_in_the_csv(course: Course, tmp_path: Path) -> None:
+    evil = '=HYPERLINK("http://evil.example","open")'
+    pair = Pair((evil, "bob"), score=1.0, shares=(1.0, 1.0), shared=10 * MIN_SHARED, files=())
+    found = Similarity(course.find("02"), (evil, "bob"), (pair,), DEFAULT_THRESHOLD, ())
+    write_pages(found, tmp_path, {evil: evil, "bob": "bob"})
+    [row] = rows(tmp_path / "similarity.csv")
+    assert (row["student_a"], row["student_b"], row["score"]) == (f"'{evil}", "bob", "1.000")
+
+
+def test_grade_report_keeps_the_threshold_and_submissions_grade_similarity_used(
+    course: Course, batch: tuple[Path, Path], tmp_path: Path
+) -> None:
+    grades, subs = batch
+    elsewhere = shutil.copytree(subs, tmp_path / "elsewhere")
+    argv = ["--course", str(course.root / "course.yml")]
+    options = ["--threshold", "0.95", "--submissions", str(elsewhere)]
+    assert cli.main([*argv, "similarity", str(grades), *options]) == 0
+    subs.rename(tmp_path / "moved")  # the folder the batch graded is gone; the one compared is not
+    assert cli.main([*argv, "report", str(grades), "--anonymize"]) == 0
+    page = (grades / "report" / "similarity.html").read_text()
+    assert "at least 0.95 (<code>--threshold</code>" in page and "alice" not in page
+
+
+class InstantPool:
+    """Grades without running anything: the reference passes, every student fails."""
+
+    def reference(self, plan: BatchPlan) -> ExerciseResult:
+        return ExerciseResult.for_every_part(
+            exercise=plan.exercise, status=Status.PASSED, reason="ok", graded="reference", device="cpu"
+        )
+
+    def grade(
+        self,
+        plan: BatchPlan,
+        todo: list[PendingGrade],
+        store: RecordStore,
+        on_result: Callable[[str, ExerciseResult], None],
+    ) -> None:
+        for pending in todo:
+            student = pending.submission.student
+            result = ExerciseResult.for_every_part(
+                exercise=plan.exercise, status=Status.FAILED, reason="wrong", graded=student, device="cpu"
+            )
+            store.put(Record(student, pending.key, result, pending.submitted, pending.files))
+            on_result(student, result)
+
+
+def test_a_similarity_failure_leaves_the_class_report_and_one_warning(
+    course: Course,
+    stub: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("copydetect could not\ntokenize allreduce.py")
+
+    monkeypatch.setattr("grader.classroom.grade.LocalPool", InstantPool)
+    monkeypatch.setattr("grader.classroom.similarity_report.compare_class", broken)
+    copied_class(course, stub, tmp_path / "subs")
+    out = tmp_path / "out"
+    (out / "report").mkdir(parents=True)
+    (out / "report" / "similarity.html").write_text("a report of an earlier run")
+    argv = ["--course", str(course.root / "course.yml"), "batch", str(tmp_path / "subs"), "--exercise", "02"]
+    options = ["--out", str(out), "--device", "cpu", "--gradebook", f"sqlite:///{tmp_path / 'gb.db'}"]
+    assert cli.main([*argv, *options, "--allow-unsandboxed"]) == 0
+    said = capsys.readouterr().out
+    warning = (
+        "warning: no similarity report (RuntimeError: copydetect could not tokenize allreduce.py); "
+        f"retry with `grade similarity {out}`"
+    )
+    assert warning in said and "Traceback" not in said
+    assert (out / "report" / "index.html").is_file() and not (out / "report" / "similarity.html").exists()
 
 
 @pytest.mark.slow  # a real browser

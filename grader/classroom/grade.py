@@ -16,13 +16,13 @@ from grader.classroom.batch import (
     discover,
     set_aside_invalid,
 )
-from grader.classroom.class_report import write_report
+from grader.classroom.class_report import REPORT_DIR, write_report
 from grader.classroom.gradebook import open_gradebook
 from grader.classroom.gradebook import record as record_grade
 from grader.classroom.local_pool import LocalPool
 from grader.classroom.outputs import write_batch_outputs
 from grader.classroom.records import Record, RecordStore, keyed_files, suite_hash
-from grader.classroom.similarity_report import record_submissions, write_similarity
+from grader.classroom.similarity_report import record_submissions, remove_similarity, write_similarity
 from grader.core.course import Course
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
@@ -34,6 +34,9 @@ class BatchOutcome:
     graded: list[str]
     """Students graded in this run (the others had a current record)."""
     out: Path
+    warning: str | None = None
+    """One line to show: the similarity report could not be written (the grades and the other reports
+    were)."""
 
 
 def batch_grade(
@@ -68,10 +71,11 @@ def batch_grade(
     _write_gradebook(plan, records, reference, gradebook_url)
     write_batch_outputs(records, out, plan.exercise.points)
     record_submissions(out, submissions)
+    warning = None
     if records:
-        write_similarity(out, plan.course, submissions=submissions)  # first: the class page links to it
+        warning = _similarity(out, plan.course, submissions)  # first: the class page links to it
         write_report(out, deadline=plan.exercise.deadline)
-    return BatchOutcome(records, [p.submission.student for p in todo], out)
+    return BatchOutcome(records, [p.submission.student for p in todo], out, warning)
 
 
 def batch_todo(
@@ -96,6 +100,19 @@ def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
     names it; None when it has no record or the exercise no deadline."""
     first = next(iter(RecordStore(grades / "records", sweep=False).all()), None)
     return course.find(first.result.exercise).deadline if first else None
+
+
+def _similarity(out: Path, course: Course, submissions: Path) -> str | None:
+    """Write the batch's similarity report; None, or, when anything fails there (copydetect, Pygments, a
+    file), remove what is left of an earlier one and return the warning to show instead: the grades and
+    the class report do not depend on it."""
+    try:
+        write_similarity(out, course, submissions=submissions)
+    except Exception as exc:
+        remove_similarity(out / REPORT_DIR)
+        error = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return f"warning: no similarity report ({error}); retry with `grade similarity {out}`"
+    return None
 
 
 def _stale(record: Record | None, key: str) -> bool:

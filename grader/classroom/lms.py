@@ -10,6 +10,14 @@ which both importers read as "no grade" (the LMS's own rule for missing work app
 missing from the roster cannot be placed: the export names them, and their grades are not in the file.
 Scores are rounded to two decimals, as both gradebooks show them.
 
+The roster's text (names, sections, ids) goes through ``grader.classroom.spreadsheet.text_cell``: a cell
+starting with = + - @, a tab or a carriage return gets a ``'`` in front, so that a spreadsheet the file is
+opened in shows it instead of running it as a formula. That includes the ids the LMS matches rows on, which
+are otherwise written unchanged: the ids an LMS issues (numbers, SIS ids, logins, email addresses,
+usernames) do not start so in practice, and one that did would no longer match (Canvas then tries the row's
+other ids and the name; Moodle reports a user mapping error), a row to fix by hand, where the unescaped
+cell could run in the instructor's spreadsheet. Scores and Moodle's ``-`` are not text: never escaped.
+
 Canvas. Sources: Canvas's guide "How do I import grades in the Gradebook?"
 (https://community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook/ta-p/807);
 Ohio State's summary of its required columns ("Student Name OR Student ID OR Student SIS User ID ... SIS
@@ -41,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.classroom.gradebook import COMMENT_CELL
+from grader.classroom.spreadsheet import text_cell
 from grader.core.course import Course, Exercise
 
 ROSTER = {
@@ -84,7 +93,6 @@ class Grades:
     """(exercise key, student) -> score, for graded submissions."""
     invalid: set[tuple[str, str]] = field(default_factory=set)
     """(exercise key, student) of uploads that could not be graded."""
-    students: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,8 @@ class Export:
     rows: int
     exercises: int
     unmatched: list[str]
-    """Students with a submission in the gradebook but no roster row: their grades are not in the file."""
+    """Students with a grade in the gradebook but no roster row: their grades are not in the file (one whose
+    uploads were all invalid has no grade to lose)."""
     invalid: list[str]
     """'exercise student' of invalid uploads, left without a grade."""
 
@@ -135,7 +144,6 @@ def read_grades(gradebook: Any, course: Course) -> Grades:
                     submission = gradebook.find_submission(exercise.dirname, student)
                 except MissingEntry:
                     continue
-                grades.students.add(student)
                 if _invalid(gradebook, exercise, student):
                     grades.invalid.add((exercise.key, student))
                 else:
@@ -169,7 +177,10 @@ def write_canvas(path: Path, grades: Grades, roster: list[RosterEntry]) -> Expor
     header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *_titles(grades)]
     points = ["Points Possible", "", "", "", "", *(_number(e.points) for e in grades.exercises)]
     rows = [
-        [e.name, e.canvas_id, e.sis_user_id, e.sis_login_id, e.section, *_cells(grades, e.student, "")]
+        [
+            *map(text_cell, (e.name, e.canvas_id, e.sis_user_id, e.sis_login_id, e.section)),
+            *_cells(grades, e.student, ""),
+        ]
         for e in roster
     ]
     return _write(path, [header, points, *rows], grades, roster)
@@ -185,7 +196,7 @@ def write_moodle(path: Path, grades: Grades, roster: list[RosterEntry]) -> Expor
             "filled for every student"
         )
     header = [*(MOODLE_IDS[k] for k in ids), *_titles(grades)]
-    rows = [[*(getattr(e, k) for k in ids), *_cells(grades, e.student, "-")] for e in roster]
+    rows = [[*(text_cell(getattr(e, k)) for k in ids), *_cells(grades, e.student, "-")] for e in roster]
     return _write(path, [header, *rows], grades, roster)
 
 
@@ -209,9 +220,10 @@ def _write(path: Path, table: list[list[str]], grades: Grades, roster: list[Rost
     csv.writer(text, lineterminator="\n").writerows(table)
     path.write_text(text.getvalue(), encoding="utf-8")
     listed = {e.student for e in roster}
+    graded = {student for _, student in grades.scores}
     return Export(
         rows=len(roster),
         exercises=len(grades.exercises),
-        unmatched=sorted(grades.students - listed),
+        unmatched=sorted(graded - listed),
         invalid=sorted(f"{key} {student}" for key, student in grades.invalid if student in listed),
     )

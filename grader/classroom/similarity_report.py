@@ -4,15 +4,19 @@ page per flagged pair (``report/similarity/A--B.html``, matching code marked) an
     grade similarity grades/02_ring_tree [--submissions DIR] [--threshold 0.5] [--anonymize]
 
 ``grade batch`` writes it too, and records where its submissions were (``SUBMISSIONS_FILE``) so that
-``grade similarity`` and ``grade report`` can compare them again later. ``--anonymize`` uses the class
-report's pseudonyms (the same salt), in the pages, the CSV and the code shown.
+``grade similarity`` and ``grade report`` can compare them again later. Each report saves beside it the
+submissions folder and the threshold it was made with (``SETTINGS``): ``grade report`` rewrites it with
+those. ``--anonymize`` uses the class report's pseudonyms (the same salt), in the pages, the CSV and the
+code shown.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import re
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
 
@@ -29,13 +33,15 @@ from grader.classroom.similarity import (
     Similarity,
     compare_class,
 )
+from grader.classroom.spreadsheet import text_cell
 from grader.core.course import Course
 from grader.core.results import Status
 
 SUBMISSIONS_FILE = "submissions-folder"
 """In a batch's folder: the absolute path of the folder of submissions it graded, one line."""
-PAGE = SIMILARITY_PAGE
 CSV = "similarity.csv"
+SETTINGS = "similarity.json"
+"""Beside the report: ``{"submissions": absolute path, "threshold": number}``, what it was made with."""
 PAIRS_DIR = "similarity"
 CLOSEST_SHOWN = 10
 """Pairs below the threshold listed for context (no page of their own)."""
@@ -78,20 +84,42 @@ def write_similarity(
     similarity = compare_class(course, exercise, found, threshold=threshold)
     students = sorted(r.student for r in records)
     name = pseudonyms(grades, students) if anonymize else {s: s for s in students}
-    return write_pages(similarity, out or grades / REPORT_DIR, name)
+    target = out or grades / REPORT_DIR
+    written = write_pages(similarity, target, name)
+    settings = {"submissions": str(folder.resolve()), "threshold": threshold}
+    (target / SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
+    return written
 
 
 def refresh_similarity(grades: Path, course: Course, *, out: Path | None, anonymize: bool) -> Path | None:
     """Rewrite the similarity report in ``out`` (default ``grades/report``) with the names a class report
-    about to be written there uses; when the batch's submissions are gone, remove it instead (a page with
-    other names than the class page's must not stay linked from it). Its page, or None."""
-    folder = recorded_submissions(grades)
-    if folder is not None and folder.is_dir():
-        return write_similarity(grades, course, submissions=folder, out=out, anonymize=anonymize)
+    about to be written there uses, over the submissions and at the threshold it was made with
+    (``SETTINGS``; without them, the batch's recorded folder and the default threshold); when those
+    submissions are gone, remove it instead (a page with other names than the class page's must not stay
+    linked from it). Its page, or None."""
     target = out or grades / REPORT_DIR
-    for stale in (target / PAGE, target / CSV, *(target / PAIRS_DIR).glob("*.html")):
-        stale.unlink(missing_ok=True)
+    folder, threshold = _settings(target) or (recorded_submissions(grades), DEFAULT_THRESHOLD)
+    if folder is not None and folder.is_dir():
+        return write_similarity(
+            grades, course, submissions=folder, out=out, threshold=threshold, anonymize=anonymize
+        )
+    remove_similarity(target)
     return None
+
+
+def remove_similarity(out: Path) -> None:
+    """Remove the similarity report in ``out``, if any: its page, CSV, settings and pair pages."""
+    for stale in (out / SIMILARITY_PAGE, out / CSV, out / SETTINGS, *(out / PAIRS_DIR).glob("*.html")):
+        stale.unlink(missing_ok=True)
+
+
+def _settings(out: Path) -> tuple[Path, float] | None:
+    """The submissions folder and threshold the report in ``out`` was made with; None without ``SETTINGS``."""
+    path = out / SETTINGS
+    if not path.is_file():
+        return None
+    settings = json.loads(path.read_text())
+    return Path(settings["submissions"]), float(settings["threshold"])
 
 
 def record_submissions(grades: Path, submissions: Path) -> None:
@@ -114,7 +142,7 @@ def write_pages(similarity: Similarity, out: Path, name: dict[str, str]) -> Path
     for pair in flagged:
         (out / PAIRS_DIR / _pair_page_name(pair, name)).write_text(_pair_page(pair, similarity, name))
     (out / CSV).write_text(_csv(flagged, name))
-    written = out / PAGE
+    written = out / SIMILARITY_PAGE
     written.write_text(_class_page(similarity, name))
     return written
 
@@ -124,6 +152,8 @@ def _pair_page_name(pair: Pair, name: dict[str, str]) -> str:
 
 
 def _csv(flagged: list[Pair], name: dict[str, str]) -> str:
+    """One row per flagged pair; the students' names as ``text_cell`` makes them (a folder's name can start
+    like a formula)."""
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(["student_a", "student_b", "score", "share_a", "share_b", "shared_chars", "page"])
@@ -131,7 +161,7 @@ def _csv(flagged: list[Pair], name: dict[str, str]) -> str:
         a, b = (name[s] for s in pair.students)
         shares = (f"{share:.3f}" for share in pair.shares)
         page = f"{PAIRS_DIR}/{_pair_page_name(pair, name)}"
-        writer.writerow([a, b, f"{pair.score:.3f}", *shares, pair.shared, page])
+        writer.writerow([text_cell(a), text_cell(b), f"{pair.score:.3f}", *shares, pair.shared, page])
     return text.getvalue()
 
 
@@ -193,7 +223,7 @@ def _table(rows: list[list[str]]) -> str:
 def _pair_page(pair: Pair, similarity: Similarity, name: dict[str, str]) -> str:
     a, b = (name[s] for s in pair.students)
     sections = [
-        f'<p><a href="../{PAGE}">&larr; similarity</a></p>',
+        f'<p><a href="../{SIMILARITY_PAGE}">&larr; similarity</a></p>',
         f"<h1>{escape(a)} and {escape(b)}: exercise {escape(similarity.exercise.key)}</h1>",
         f'<p class="caution"><strong>{escape(CAUTION)}</strong></p>',
         f"<p>Score {100 * pair.score:.0f}% of their own code in common: {100 * pair.shares[0]:.0f}% of "
@@ -201,9 +231,10 @@ def _pair_page(pair: Pair, similarity: Similarity, name: dict[str, str]) -> str:
         f"{escape(a)}'s. Marked: the code both have, once the course's own code and what most of the class "
         "wrote alike are left out.</p>",
     ]
+    shown = _shown(name)
     for match in pair.files:
         sections.append(f"<h2>{escape(match.name)}</h2>")
-        code = [_marked(match, side, similarity, pair.students, name) for side in (0, 1)]
+        code = [_marked(match, side, similarity, shown) for side in (0, 1)]
         columns = "".join(
             f"<div><h3>{escape(who)}</h3><pre>{text}</pre></div>"
             for who, text in zip((a, b), code, strict=True)
@@ -212,17 +243,15 @@ def _pair_page(pair: Pair, similarity: Similarity, name: dict[str, str]) -> str:
     return page(f"{a} and {b}: exercise {similarity.exercise.key}", sections, MARK_STYLE)
 
 
-def _marked(
-    match: FileMatch, side: int, similarity: Similarity, students: tuple[str, str], name: dict[str, str]
-) -> str:
-    """One side's text, HTML-escaped, the code it shares with the other side in <mark> (not the given
-    lines a match runs over); student ids replaced as ``name`` says (a comment may hold one)."""
+def _marked(match: FileMatch, side: int, similarity: Similarity, shown: Callable[[str], str]) -> str:
+    """One side's text, as ``shown`` makes it, the code it shares with the other side in <mark> (not the
+    given lines a match runs over)."""
     text, cursor, pieces = match.texts[side], 0, []
     for start, end in _spans(text, match.regions[side], similarity.given_lines):
-        pieces.append(_shown(text[cursor:start], students, name))
-        pieces.append(f"<mark>{_shown(text[start:end], students, name)}</mark>")
+        pieces.append(shown(text[cursor:start]))
+        pieces.append(f"<mark>{shown(text[start:end])}</mark>")
         cursor = end
-    pieces.append(_shown(text[cursor:], students, name))
+    pieces.append(shown(text[cursor:]))
     return "".join(pieces)
 
 
@@ -241,8 +270,12 @@ def _spans(text: str, regions: tuple[tuple[int, int], ...], given: frozenset[str
     return spans
 
 
-def _shown(text: str, students: tuple[str, str], name: dict[str, str]) -> str:
-    for student in students:
-        if name[student] != student:
-            text = re.sub(rf"\b{re.escape(student)}\b", name[student], text)
-    return escape(text)
+def _shown(name: dict[str, str]) -> Callable[[str], str]:
+    """What shows a text on a pair's page: HTML-escaped, every id of the class in it (a comment may hold
+    any) replaced as ``name`` says, whole, wherever no word character is on either side of it; in one
+    pass, the longest first (so that ``ann`` takes nothing of ``ann-marie``)."""
+    renamed = sorted((s for s in name if name[s] != s), key=len, reverse=True)
+    if not renamed:
+        return escape
+    ids = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, renamed))})(?!\w)")
+    return lambda text: escape(ids.sub(lambda found: name[found[0]], text))

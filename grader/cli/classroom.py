@@ -132,7 +132,8 @@ def _grade_batch(
     console: Console,
     pool: SlurmPool | None = None,
 ) -> None:
-    """``batch_grade`` under a progress bar (which also shows the Slurm queue), then the batch's report."""
+    """``batch_grade`` under a progress bar (which also shows the Slurm queue), then the batch's report and
+    its warning, if any."""
     from grader.classroom.grade import batch_grade
     from grader.classroom.gradebook import default_url
     from grader.cli.views import BatchProgressView, batch_report
@@ -154,6 +155,8 @@ def _grade_batch(
             shuffle=args.shuffle,
         )
     batch_report(outcome, console)
+    if outcome.warning:
+        console.print(outcome.warning, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 def add_export(commands: Subcommands) -> None:
@@ -227,8 +230,8 @@ def add_report(commands: Subcommands) -> None:
 
 
 def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> int:
-    """The class report, and the similarity report beside it (rewritten with the same names, or removed
-    when the batch's submissions are no longer where it graded them)."""
+    """The class report, and the similarity report beside it (rewritten with the same names, over the
+    submissions and at the threshold it was made with, or removed when those submissions are gone)."""
     from grader.classroom.class_report import write_report
     from grader.classroom.grade import batch_deadline
     from grader.classroom.similarity_report import refresh_similarity
