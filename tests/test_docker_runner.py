@@ -13,12 +13,12 @@ from grader.core.course import Course
 from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob
 from grader.runners.docker import LABEL, DockerRunner, gpu_refusal, sweep_leftovers
+from grader.runners.images import image_tag
 from grader.runners.local import LocalRunner
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
 
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
-IMAGE = "distgpu-cpu:0.1.0"
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_no_container_is_left_and_leftovers_are_swept(
     docker_runner: DockerRunner, toy_course: Course
 ) -> None:
     client = docker_runner.client
-    orphan = client.containers.run(IMAGE, ["sleep", "300"], detach=True, labels={LABEL: "999999"})
+    orphan = client.containers.run(image_tag("cpu"), ["sleep", "300"], detach=True, labels={LABEL: "999999"})
     grade(DockerRunner(), toy_course, "wrong")  # a new runner sweeps what a dead grader (pid 999999) left
     ours = client.containers.list(all=True, filters={"label": f"{LABEL}={os.getpid()}"})
     assert ours == [], "the runner removes its own containers"
@@ -81,7 +81,7 @@ def test_a_sweep_beside_gradings_that_remove_their_own_containers_does_not_fail(
     that goes between the sweep's list and its look at it is not an error (a batch died of that once)."""
     client = docker_runner.client
     live_owner = {LABEL: str(os.getpid())}  # alive, so the sweep itself removes none of them
-    created = [client.api.create_container(IMAGE, ["true"], labels=live_owner) for _ in range(40)]
+    created = [client.api.create_container(image_tag("cpu"), ["true"], labels=live_owner) for _ in range(40)]
     remover = threading.Thread(
         target=lambda: [client.api.remove_container(c["Id"], force=True) for c in created]
     )

@@ -59,7 +59,7 @@ def lease_rank_uid(lock_dir: Path | None = None) -> RankUidLease:
         except BlockingIOError:
             os.close(fd)
             continue
-        if uid in _uids_with_processes():  # looked at under the lock: nobody can start one now
+        if uid in _process_uids():  # looked at under the lock: nobody can start one now
             os.close(fd)
             continue
         return RankUidLease(uid, fd)
@@ -76,8 +76,7 @@ def _own_folder(folder: Path) -> Path:
     info = folder.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
         raise NoRankUid(
-            f"{folder} is not a folder of this user's that only it may write; remove it (or point "
-            f"{POOL_ENV_VAR}'s leases elsewhere) and grade again"
+            f"{folder} is not a folder of this user's that only it may write; remove it and grade again"
         )
     return folder
 
@@ -102,12 +101,8 @@ def default_lock_dir() -> Path:
     return base / "distgpu-rank-uids"
 
 
-def _uids_with_processes() -> set[int]:
-    """The real uids of the host's processes now (a uid whose ranks are still dying is not free yet)."""
-    return set(_process_uids())
-
-
 def _process_uids() -> Iterator[int]:
+    """The real uids of the host's processes now (a uid whose ranks are still dying is not free yet)."""
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             text = status.read_text()
