@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,18 +63,18 @@ def test_wrong_sum_loses_exactly_the_value_checks(runner: LocalRunner, toy_cours
 def test_deadlock_is_a_timeout_that_names_rank_collective_and_line(
     runner: LocalRunner, toy_course: Course
 ) -> None:
-    started = time.monotonic()
     result = grade(runner, toy_course, "hang")
-    elapsed = time.monotonic() - started
     assert statuses(result, "01.allreduce") == {Status.TIMEOUT}
     assert statuses(result, "01.square") == {Status.PASSED}
     hung = next(t for t in result.tests if "timed out" in t.output)
     assert "timed out after 4 s: rank(s) 0, 1 still running" in hung.output
     where = "blocked in dist.send at toy.py:9 in allreduce: dist.send(tensor, (rank + 1) % size)"
     assert f"ranks 0, 1 (of 2) {where}" in hung.output
-    # Two world sizes hang once each (4 s + stack dump); the other hanging tests are not started.
-    # The margin covers the rank factory's start and two world restarts on a loaded 2-core machine.
-    assert elapsed < 2 * 4 + 5 + 10
+    # A hang costs its 4 s once per concept and world size; a test of the same call that would only hang
+    # again is not started (no wall-clock bound here: on a loaded machine that is a benchmark's business).
+    hung_runs = [(t.concept, t.world_size) for t in result.tests if t.status is Status.TIMEOUT and t.ran]
+    assert len(hung_runs) == len(set(hung_runs)), hung_runs
+    assert any(not t.ran and "already hung at" in t.output for t in result.tests)
 
 
 def test_a_rank_that_skips_the_collective_is_named(runner: LocalRunner, toy_course: Course) -> None:
