@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from docker_support import require_docker_image
 
-from grader.core.course import Course, load_course
+from grader.core.course import Course
 from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob
 from grader.runners.docker import LABEL, DockerRunner, gpu_refusal, sweep_leftovers
@@ -20,7 +20,6 @@ from grader.runners.local import LocalRunner
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
 
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
-FIXTURE_COURSE = Path(__file__).parent / "fixtures" / "course"
 
 
 @pytest.fixture(scope="module")
@@ -59,20 +58,15 @@ def test_ranks_cannot_read_the_hidden_suite_or_the_reference(
     assert "BEGIN SOLUTION" not in outputs and "What this catches" not in outputs
 
 
-def test_a_memory_hog_is_an_oom_verdict(tmp_path: Path) -> None:
+def test_a_memory_hog_is_an_oom_verdict(edited_course: Callable[[str, str], Course]) -> None:
     """The hog's rank runs at nice 19: on a loaded machine it may not fill the container's 1 GiB within the
     toy part's 4 s (CI saw that once), and a timeout is then the verdict, at the same 0 points. A 30 s part
     timeout leaves the kernel's OOM killer as the only way this test can end."""
     require_docker_image()
-    course_dir = shutil.copytree(FIXTURE_COURSE, tmp_path / "course")
-    yml = course_dir / "course.yml"
-    yml.write_text(
-        yml.read_text().replace(
-            "{name: square, points: 1, world_sizes: [1], timeout: 4}",
-            "{name: square, points: 1, world_sizes: [1], timeout: 30}",
-        )
+    slow_course = edited_course(
+        "{name: square, points: 1, world_sizes: [1], timeout: 4}",
+        "{name: square, points: 1, world_sizes: [1], timeout: 30}",
     )
-    slow_course = load_course(yml)
     assert slow_course.find("toy").parts[1].timeout == 30
     result = grade(DockerRunner(memory="1g"), slow_course, "memory_hog")
     assert {t.status for t in result.tests if t.part == "01.square"} == {Status.OOM}
