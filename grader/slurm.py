@@ -1,5 +1,5 @@
 """`python -m grader.slurm MANIFEST INDEX`: one Slurm array task of a batch; the code is in
-``grader.classroom.slurm_task``.
+``grader.classroom.slurm.task``.
 
 This name is an entry point that the batch's job scripts call; it stays.
 """
@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from grader.classroom.slurm_task import run_task
+from grader.classroom.slurm.task import run_task
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")

@@ -30,7 +30,7 @@ from test_adversarial import ITEMS, MARKER, build_item, local_sandbox
 
 from grader.authoring.stubs import render_stub
 from grader.authoring.validate import alt_cases, bug_corpus, mutated
-from grader.classroom.records import RecordStore
+from grader.classroom.state.records import RecordStore
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult
 

@@ -31,7 +31,7 @@ from leftovers import kill_processes_with
 
 from grader.classroom.batch import make_plan
 from grader.classroom.grade import batch_grade
-from grader.classroom.records import Record, RecordStore
+from grader.classroom.state.records import Record, RecordStore
 from grader.core.course import load_course
 from grader.core.results import ExerciseResult
 

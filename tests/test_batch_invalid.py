@@ -13,8 +13,9 @@ import pytest
 
 from grader import cli
 from grader.classroom import batch as batch_module
-from grader.classroom import grading_process, outputs
-from grader.classroom.gradebook import default_url, open_gradebook
+from grader.classroom import grading_process
+from grader.classroom.outputs import batch_files as outputs
+from grader.classroom.state.gradebook import default_url, open_gradebook
 from grader.core.course import Course
 from grader.core.submission import why_invalid
 

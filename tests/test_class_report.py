@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.classroom.class_report import write_report
-from grader.classroom.item_analysis import analyze
-from grader.classroom.records import Record, RecordStore
+from grader.classroom.outputs.class_report import write_report
+from grader.classroom.outputs.item_analysis import analyze
+from grader.classroom.state.records import Record, RecordStore
 from grader.core.course import Course
 from grader.core.results import ConceptScore, ExerciseResult, Status, TestResult
 

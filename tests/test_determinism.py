@@ -22,7 +22,7 @@ from determinism import REPO, TESTS, Member, build_class, describe, differences,
 from grader.authoring.validate import bug_corpus
 from grader.classroom.batch import BatchPlan, PendingGrade, make_plan
 from grader.classroom.grade import batch_grade
-from grader.classroom.records import RecordStore
+from grader.classroom.state.records import RecordStore
 from grader.core.course import Course, load_course
 from grader.core.results import ExerciseResult, Status, TestResult
 

@@ -226,7 +226,7 @@ def test_prairielearn_grader_grades_in_prairielearns_layout(
 
 
 def test_exported_csv_rounds_sums_of_fractions(toy_course: Course, tmp_path: Path) -> None:
-    from grader.classroom.gradebook import export_csv, open_gradebook, record
+    from grader.classroom.state.gradebook import export_csv, open_gradebook, record
     from grader.core.results import ExerciseResult, Status, TestResult
 
     exercise = toy_course.find("toy")
@@ -262,7 +262,7 @@ def test_exported_csv_rounds_sums_of_fractions(toy_course: Course, tmp_path: Pat
 def test_histogram_counts_whole_students() -> None:
     import matplotlib.pyplot as plt
 
-    from grader.classroom.outputs import histogram_figure
+    from grader.classroom.outputs.batch_files import histogram_figure
 
     figure = histogram_figure([5.0, 2.6, 2.6], 5.0)
     ticks = figure.axes[0].get_yticks()

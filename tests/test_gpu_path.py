@@ -18,13 +18,13 @@ from grader.authoring.gpucheck import Check, _parity, _tally
 from grader.core.course import Exercise, Part
 from grader.core.results import ExerciseResult, Status, TestResult
 from grader.harness.worker import WorkerSpec
-from grader.harness.world import Pool, WorldConfig
+from grader.harness.world import LiveRanks, WorldConfig
 
 REPO = Path(__file__).parent.parent
 
 
 class Recorder:
-    """Takes the place of a rank factory: keeps each spec ``Pool`` would fork, forks nothing."""
+    """Takes the place of a rank factory: keeps each spec ``LiveRanks`` would fork, forks nothing."""
 
     def __init__(self) -> None:
         self.specs: list[WorkerSpec] = []
@@ -47,7 +47,7 @@ def placed(tmp_path: Path, size: int, shared_gpus: int | None) -> list[tuple[str
         pg_timeout_s=10,
     )
     recorder = Recorder()
-    pool = Pool(size, config, [recorder], shared_gpus)  # type: ignore[list-item]
+    pool = LiveRanks(size, config, [recorder], shared_gpus)  # type: ignore[list-item]
     for rank in range(size):
         pool._start_rank(rank, tmp_path)
     return [(s.backend, s.local_rank) for s in recorder.specs]

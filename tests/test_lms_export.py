@@ -14,8 +14,15 @@ import pytest
 
 from grader import cli
 from grader.classroom.batch import invalid_result
-from grader.classroom.gradebook import open_gradebook, record
-from grader.classroom.lms import ROSTER, RosterEntry, load_roster, read_grades, write_canvas, write_moodle
+from grader.classroom.outputs.lms import (
+    ROSTER,
+    RosterEntry,
+    load_roster,
+    read_grades,
+    write_canvas,
+    write_moodle,
+)
+from grader.classroom.state.gradebook import open_gradebook, record
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult, Status, TestResult
 
@@ -192,7 +199,7 @@ def test_rosters_that_cannot_be_used(tmp_path: Path) -> None:
     assert load_roster(bad) == [RosterEntry("alice", email="a@x")]
     assert [f.name for f in fields(RosterEntry)] == list(ROSTER)
 
-    from grader.classroom.lms import Grades
+    from grader.classroom.outputs.lms import Grades
 
     with pytest.raises(ValueError, match="no canvas_id, sis_user_id or sis_login_id for alice"):
         write_canvas(tmp_path / "c.csv", Grades([]), load_roster(bad))

@@ -15,10 +15,10 @@ import pytest
 
 from grader import cli
 from grader.classroom.batch import BatchPlan, PendingGrade, invalid_result
-from grader.classroom.class_report import pseudonyms, write_report
-from grader.classroom.records import Record, RecordStore
-from grader.classroom.similarity import DEFAULT_THRESHOLD, MIN_SHARED, Pair, Similarity, compare_class
-from grader.classroom.similarity_report import record_submissions, write_pages, write_similarity
+from grader.classroom.outputs.class_report import pseudonyms, write_report
+from grader.classroom.outputs.similarity import DEFAULT_THRESHOLD, MIN_SHARED, Pair, Similarity, compare_class
+from grader.classroom.outputs.similarity_report import record_submissions, write_pages, write_similarity
+from grader.classroom.state.records import Record, RecordStore
 from grader.cli.parser import build_parser
 from grader.core.course import Course
 from grader.core.results import ExerciseResult, Status
@@ -371,7 +371,7 @@ def test_a_similarity_failure_leaves_the_class_report_and_one_warning(
         raise RuntimeError("copydetect could not\ntokenize allreduce.py")
 
     monkeypatch.setattr("grader.classroom.grade.LocalPool", InstantPool)
-    monkeypatch.setattr("grader.classroom.similarity_report.compare_class", broken)
+    monkeypatch.setattr("grader.classroom.outputs.similarity_report.compare_class", broken)
     copied_class(course, stub, tmp_path / "subs")
     out = tmp_path / "out"
     (out / "report").mkdir(parents=True)

@@ -7,31 +7,24 @@ A rerun after a crash or a kill grades only what has no current record.
 
 This module: what a batch grades (the submissions, the plan, the uploads set aside as invalid) and what a
 pool that grades them is given. How one submission is graded: ``grader.classroom.grading_process``; the
-pools: ``grader.classroom.local_pool`` (this machine) and ``grader.classroom.slurm`` (a cluster); the order
-of work: ``grader.classroom.grade.batch_grade``.
+pools: ``grader.classroom.local_pool`` (this machine) and ``grader.classroom.slurm.driver`` (a
+cluster); the order of work: ``grader.classroom.grade.batch_grade``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from grader.classroom.records import Record, RecordStore
+from grader.classroom.intake.discovery import Submission, discover
+from grader.classroom.state.records import Record, RecordStore
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult, Status
 from grader.core.submission import why_invalid
-
-
-@dataclass(frozen=True)
-class Submission:
-    student: str
-    path: Path
-    submitted: dt.datetime | None
 
 
 @dataclass
@@ -43,18 +36,6 @@ class BatchPlan:
     workers: int
     gpu_slots: list[str | None] = field(default_factory=list)
     """One entry per worker: the GPU ids it owns ("0,1"), or None on CPU. No two workers share a GPU."""
-
-
-def discover(folder: Path) -> list[Submission]:
-    """Every folder or .zip in ``folder`` is one student's submission, named by the student's id."""
-    found = []
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith("."):
-            continue
-        if entry.is_dir() or entry.suffix == ".zip":
-            student = entry.name if entry.is_dir() else entry.stem
-            found.append(Submission(student, entry, _submitted_at(entry)))
-    return found
 
 
 def check_request(folder: Path, *, workers: int | None, regrade: list[str]) -> list[Submission]:
@@ -105,18 +86,6 @@ def _user_name() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         return f"uid {os.geteuid()}"
-
-
-def _submitted_at(entry: Path) -> dt.datetime | None:
-    """nbgrader's convention: a timestamp.txt in the submission folder; else the file's modification time."""
-    stamp = entry / "timestamp.txt"
-    if stamp.is_file():
-        try:
-            moment = dt.datetime.fromisoformat(stamp.read_text().strip())
-            return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-        except ValueError:
-            return None
-    return dt.datetime.fromtimestamp(entry.stat().st_mtime, tz=dt.UTC)
 
 
 def make_plan(

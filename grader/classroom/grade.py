@@ -12,17 +12,16 @@ from grader.classroom.batch import (
     BatchPlan,
     BatchPool,
     PendingGrade,
-    Submission,
-    discover,
     set_aside_invalid,
 )
-from grader.classroom.class_report import REPORT_DIR, write_report
-from grader.classroom.gradebook import open_gradebook
-from grader.classroom.gradebook import record as record_grade
+from grader.classroom.intake.discovery import Submission, discover
 from grader.classroom.local_pool import LocalPool
-from grader.classroom.outputs import write_batch_outputs
-from grader.classroom.records import Record, RecordStore, keyed_files, suite_hash
-from grader.classroom.similarity_report import record_submissions, remove_similarity, write_similarity
+from grader.classroom.outputs.batch_files import write_batch_outputs
+from grader.classroom.outputs.class_report import REPORT_DIR, write_report
+from grader.classroom.outputs.similarity_report import record_submissions, remove_similarity, write_similarity
+from grader.classroom.state.gradebook import open_gradebook
+from grader.classroom.state.gradebook import record as record_grade
+from grader.classroom.state.records import Record, RecordStore, keyed_files, suite_hash
 from grader.core.course import Course
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError

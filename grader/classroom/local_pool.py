@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 
-from grader.classroom.batch import BatchPlan, PendingGrade, Submission
+from grader.classroom.batch import BatchPlan, PendingGrade
 from grader.classroom.grading_process import GradingProcess, grade_in_process
-from grader.classroom.records import Record, RecordStore
+from grader.classroom.intake.discovery import Submission
+from grader.classroom.state.records import Record, RecordStore
 from grader.core.results import ExerciseResult, Status
 
 

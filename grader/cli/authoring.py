@@ -292,7 +292,7 @@ def add_classroom(commands: Subcommands) -> None:
 
 
 def cmd_classroom(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.authoring.github_classroom import write_starter
+    from grader.authoring.starter_repo import write_starter
 
     starter = write_starter(course, course.find(args.id), args.out)
     points = ", ".join(f"{s.part.name} {s.points}" for s in starter.steps)

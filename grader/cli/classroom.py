@@ -18,7 +18,7 @@ from grader.core.course import Course, Exercise
 
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
-    from grader.classroom.slurm import SlurmPool
+    from grader.classroom.slurm.driver import SlurmPool
 
 
 def add_batch(commands: Subcommands) -> None:
@@ -93,10 +93,10 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
 def _batch_on_slurm(
     args: argparse.Namespace, course: Course, exercise: Exercise, out: Path, console: Console
 ) -> int:
-    """The same batch, its gradings run as Slurm jobs (``grader.classroom.slurm``), or printed with
+    """The same batch, its gradings run as Slurm jobs (``grader.classroom.slurm.driver``), or printed with
     --dry-run."""
-    from grader.classroom.slurm import SlurmStopped
-    from grader.classroom.slurm_batch import slurm_dry_run, slurm_plan
+    from grader.classroom.slurm.batch import slurm_dry_run, slurm_plan
+    from grader.classroom.slurm.driver import SlurmStopped
 
     plan, pool = slurm_plan(
         course=course,
@@ -135,7 +135,7 @@ def _grade_batch(
     """``batch_grade`` under a progress bar (which also shows the Slurm queue), then the batch's report and
     its warning, if any."""
     from grader.classroom.grade import batch_grade
-    from grader.classroom.gradebook import default_url
+    from grader.classroom.state.gradebook import default_url
     from grader.cli.views import BatchProgressView, batch_report
 
     progress = BatchProgressView(console)
@@ -190,8 +190,8 @@ missing from the roster (their grades are not in the file).
 
 
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.classroom.gradebook import default_url, export_csv, open_gradebook
-    from grader.classroom.lms import load_roster, read_grades, write_canvas, write_moodle
+    from grader.classroom.outputs.lms import load_roster, read_grades, write_canvas, write_moodle
+    from grader.classroom.state.gradebook import default_url, export_csv, open_gradebook
 
     if not (args.csv or args.canvas or args.moodle):
         raise ValueError("give --csv, --canvas or --moodle (or several)")
@@ -232,9 +232,9 @@ def add_report(commands: Subcommands) -> None:
 def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> int:
     """The class report, and the similarity report beside it (rewritten with the same names, over the
     submissions and at the threshold it was made with, or removed when those submissions are gone)."""
-    from grader.classroom.class_report import write_report
     from grader.classroom.grade import batch_deadline
-    from grader.classroom.similarity_report import refresh_similarity
+    from grader.classroom.outputs.class_report import write_report
+    from grader.classroom.outputs.similarity_report import refresh_similarity
 
     _check_batch_folder(args.grades)
     deadline = batch_deadline(course, args.grades)
@@ -269,8 +269,8 @@ def add_similarity(commands: Subcommands) -> None:
 
 
 def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.classroom.similarity import DEFAULT_THRESHOLD
-    from grader.classroom.similarity_report import write_similarity
+    from grader.classroom.outputs.similarity import DEFAULT_THRESHOLD
+    from grader.classroom.outputs.similarity_report import write_similarity
 
     _check_batch_folder(args.grades)
     page = write_similarity(

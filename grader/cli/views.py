@@ -11,7 +11,7 @@ from types import TracebackType
 from rich.console import Console
 
 from grader.classroom.grade import BatchOutcome
-from grader.classroom.outputs import batch_summary
+from grader.classroom.outputs.batch_files import batch_summary
 from grader.core.results import ExerciseResult, Status
 
 

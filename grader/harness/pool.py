@@ -1,7 +1,9 @@
-"""Every world of one grading run: a ``Pool`` per world size and node count, and the factories they fork from.
+"""Every world of one grading run: a ``LiveRanks`` per world size and node count, and the factories they
+fork from.
 
 One rank factory here serves every single-node world; multi-node worlds fork their ranks on a factory per
-node (``remote``), all meeting at a store the judge hosts. One world is ``world.Pool``.
+node (``remote``), all meeting at a store the judge hosts. One world is
+``world.LiveRanks``, the live rank workers of one world size.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from typing import Any
 
 from grader.harness.factory import FactoryError, RankFactory
 from grader.harness.remote import NodeRankFactory, Switchboard, judge_host
-from grader.harness.world import Factory, Pool, WorldConfig
+from grader.harness.world import Factory, LiveRanks, WorldConfig
 
 
 class Pools:
-    """One ``Pool`` per world size (and node count), started on first use and restarted after it was killed.
+    """One ``LiveRanks`` per world size (and node count), started on first use and restarted after it was
+    killed.
 
     ``nodes``: the nodes multi-node parts may use (``remote.allocation_nodes``). A part that asks for more
     nodes than that runs all its ranks here. ``reuse=False`` starts a fresh world for every ``get``: the
@@ -37,7 +40,7 @@ class Pools:
         self.reuse = reuse
         self.keep_factory = keep_factory
         self.nodes = nodes or []
-        self._pools: dict[tuple[int, int, int | None], Pool] = {}
+        self._pools: dict[tuple[int, int, int | None], LiveRanks] = {}
         self._factory: RankFactory | None = factory
         self._node_factories: dict[int, NodeRankFactory] = {}
         self._switchboard: Switchboard | None = None
@@ -51,10 +54,10 @@ class Pools:
         """Over how many nodes a part that asks for ``nodes`` runs here: that many, or 1 if not available."""
         return nodes if 1 < nodes <= len(self.nodes) else 1
 
-    def get(self, size: int, nodes: int = 1, *, shared_gpus: int | None = None) -> Pool:
+    def get(self, size: int, nodes: int = 1, *, shared_gpus: int | None = None) -> LiveRanks:
         """The world of ``size`` ranks over ``spread(nodes)`` nodes for the next test (on ``shared_gpus``
-        GPUs when given, see ``Pool``). Worlds retired by the last test go first, whatever their size: what
-        they left running must not hold the pids and memory this world needs."""
+        GPUs when given, see ``LiveRanks``). Worlds retired by the last test go first, whatever their size:
+        what they left running must not hold the pids and memory this world needs."""
         for retired in [key for key, p in self._pools.items() if p.retired]:
             self._pools.pop(retired).stop()
         key = (size, self.spread(nodes), shared_gpus)
@@ -72,10 +75,10 @@ class Pools:
         for pool in self._pools.values():
             pool.retired = True
 
-    def _started(self, size: int, nodes: int, shared_gpus: int | None) -> Pool:
+    def _started(self, size: int, nodes: int, shared_gpus: int | None) -> LiveRanks:
         """A started world; a factory that died under it (a rank may kill it) is replaced once."""
         for attempt in (1, 2):
-            pool = Pool(size, self.config, self._live_factories(nodes), shared_gpus)
+            pool = LiveRanks(size, self.config, self._live_factories(nodes), shared_gpus)
             try:
                 pool.start()
                 return pool

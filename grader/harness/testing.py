@@ -9,7 +9,7 @@ import torch
 
 from grader.core.results import NOT_RUN
 from grader.harness.outcomes import CheckFailure, CommEvent, RankResult, SameCallHung, WorldTimeout
-from grader.harness.world import Pool
+from grader.harness.world import LiveRanks
 
 Hangs = dict[tuple[Any, ...], str]
 """Calls that hung in this grading run -> which test hung and where: ``call_key(task, size)`` keys."""
@@ -28,7 +28,9 @@ class World:
     tests.
     """
 
-    def __init__(self, pool: Pool, timeout_s: float, *, hangs: Hangs | None = None, test: str = "") -> None:
+    def __init__(
+        self, pool: LiveRanks, timeout_s: float, *, hangs: Hangs | None = None, test: str = ""
+    ) -> None:
         """``hangs`` is shared by every world of one grading run; ``test`` names the test using this one."""
         self.size = pool.size
         self._pool = pool

@@ -71,7 +71,7 @@ class _Rank:
     factory: Factory
 
 
-class Pool:
+class LiveRanks:
     """``size`` live rank workers. Not thread-safe; one task at a time.
 
     ``factories`` holds one rank factory per node: ranks are split over them in contiguous blocks (ranks

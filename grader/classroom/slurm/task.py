@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grader.classroom.batch import BatchPlan, PendingGrade
 from grader.classroom.grading_process import grade_in_process
-from grader.classroom.records import Record, RecordStore
+from grader.classroom.state.records import Record, RecordStore
 from grader.core.course import load_course
 from grader.core.results import ExerciseResult, Status
 

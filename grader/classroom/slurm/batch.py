@@ -1,14 +1,15 @@
 """``grade batch --backend slurm``: the plan and the pool of a batch whose gradings run as Slurm jobs
-(``grader.classroom.slurm``), and its dry run: the sbatch scripts it would submit."""
+(``grader.classroom.slurm.driver``), and its dry run: the sbatch scripts it would submit."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from grader.classroom import slurm
-from grader.classroom.batch import BatchPlan, discover
+from grader.classroom.batch import BatchPlan
 from grader.classroom.grade import batch_todo
-from grader.classroom.records import RecordStore
+from grader.classroom.intake.discovery import discover
+from grader.classroom.slurm import driver as slurm
+from grader.classroom.state.records import RecordStore
 from grader.core.course import Course, Exercise
 
 

@@ -19,9 +19,9 @@ Contract:
 
 Files, per submission round: ``OUT/slurm/NNN/{grade.sbatch, manifest.json, logs/, errors/}``.
 
-Here: the driver (``SlurmPool``) and ``--dry-run``. The sbatch script: ``grader.classroom.slurm_script``;
-asking Slurm how the tasks fare: ``grader.classroom.slurm_queue``; one array task (``python -m
-grader.slurm``) and the files it shares with the driver: ``grader.classroom.slurm_task``.
+Here: the driver (``SlurmPool``) and ``--dry-run``. The sbatch script: ``grader.classroom.slurm.script``;
+asking Slurm how the tasks fare: ``grader.classroom.slurm.queue``; one array task (``python -m
+grader.slurm``) and the files it shares with the driver: ``grader.classroom.slurm.task``.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from pathlib import Path
 
 from grader.classroom.batch import BatchPlan, PendingGrade
 from grader.classroom.grading_process import gradeone_command, read_result
-from grader.classroom.records import Record, RecordStore
-from grader.classroom.slurm_queue import TaskEnd, queue_summary, squeue, task_ends
-from grader.classroom.slurm_script import render_script, sbatch_line, task_command
-from grader.classroom.slurm_task import read_error, write_manifest
+from grader.classroom.slurm.queue import TaskEnd, queue_summary, squeue, task_ends
+from grader.classroom.slurm.script import render_script, sbatch_line, task_command
+from grader.classroom.slurm.task import read_error, write_manifest
+from grader.classroom.state.records import Record, RecordStore
 from grader.core.course import SlurmSettings
 from grader.core.results import ExerciseResult, Status
 

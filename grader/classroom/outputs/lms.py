@@ -10,10 +10,10 @@ which both importers read as "no grade" (the LMS's own rule for missing work app
 missing from the roster cannot be placed: the export names them, and their grades are not in the file.
 Scores are rounded to two decimals, as both gradebooks show them.
 
-The roster's text (names, sections, ids) goes through ``grader.classroom.spreadsheet.text_cell``: a cell
-starting with = + - @, a tab or a carriage return gets a ``'`` in front, so that a spreadsheet the file is
-opened in shows it instead of running it as a formula. That includes the ids the LMS matches rows on, which
-are otherwise written unchanged: the ids an LMS issues (numbers, SIS ids, logins, email addresses,
+The roster's text (names, sections, ids) goes through ``grader.classroom.outputs.spreadsheet.text_cell``:
+a cell starting with = + - @, a tab or a carriage return gets a ``'`` in front, so that a spreadsheet the
+file is opened in shows it instead of running it as a formula. That includes the ids the LMS matches rows
+on, which are otherwise written unchanged: the ids an LMS issues (numbers, SIS ids, logins, email addresses,
 usernames) do not start so in practice, and one that did would no longer match (Canvas then tries the row's
 other ids and the name; Moodle reports a user mapping error), a row to fix by hand, where the unescaped
 cell could run in the instructor's spreadsheet. Scores and Moodle's ``-`` are not text: never escaped.
@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.classroom.gradebook import COMMENT_CELL
-from grader.classroom.spreadsheet import text_cell
+from grader.classroom.outputs.spreadsheet import text_cell
+from grader.classroom.state.gradebook import COMMENT_CELL
 from grader.core.course import Course, Exercise
 
 ROSTER = {
@@ -67,7 +67,7 @@ ROSTER = {
 CANVAS_IDS = ("canvas_id", "sis_user_id", "sis_login_id")
 MOODLE_IDS = {"idnumber": "ID number", "email": "Email address", "username": "Username"}
 INVALID_PREFIX = "not graded:"
-"""How the gradebook's comment marks an invalid upload (``grader.classroom.gradebook``)."""
+"""How the gradebook's comment marks an invalid upload (``grader.classroom.state.gradebook``)."""
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,9 @@ from collections.abc import Callable
 from html import escape
 from pathlib import Path
 
-from grader.classroom.batch import discover
-from grader.classroom.class_report import REPORT_DIR, SIMILARITY_PAGE, page, pseudonyms, slug
-from grader.classroom.records import RecordStore
-from grader.classroom.similarity import (
+from grader.classroom.intake.discovery import discover
+from grader.classroom.outputs.class_report import REPORT_DIR, SIMILARITY_PAGE, page, pseudonyms, slug
+from grader.classroom.outputs.similarity import (
     COMMON_MIN,
     DEFAULT_THRESHOLD,
     MIN_SHARED,
@@ -33,7 +32,8 @@ from grader.classroom.similarity import (
     Similarity,
     compare_class,
 )
-from grader.classroom.spreadsheet import text_cell
+from grader.classroom.outputs.spreadsheet import text_cell
+from grader.classroom.state.records import RecordStore
 from grader.core.course import Course
 from grader.core.results import Status
 

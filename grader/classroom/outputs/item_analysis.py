@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from grader.classroom.records import Record
+from grader.classroom.state.records import Record
 from grader.core.results import ExerciseResult, Status, TestResult
 
 NEGATIVE_DISCRIMINATION = 0.0

@@ -21,14 +21,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from grader.classroom.item_analysis import ClassAnalysis, analyze
-from grader.classroom.records import Record, RecordStore
+from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
+from grader.classroom.state.records import Record, RecordStore
 from grader.core.results import Status
 
 SALT_FILE = ".pseudonym-salt"
 REPORT_DIR = "report"
 SIMILARITY_PAGE = "similarity.html"
-"""Written beside index.html by ``grader.classroom.similarity_report``; the class page links to it."""
+"""Written beside index.html by ``grader.classroom.outputs.similarity_report``; the class page links to it."""
 STYLE = """
 body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
@@ -122,7 +122,7 @@ def _class_page(a: ClassAnalysis, name: dict[str, str], *, similarity: bool) -> 
 
 
 def _histogram(a: ClassAnalysis, summary: dict[str, float]) -> str:
-    from grader.classroom.outputs import histogram_figure
+    from grader.classroom.outputs.batch_files import histogram_figure
 
     alt = "no graded submission"
     if summary:

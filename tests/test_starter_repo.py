@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from grader import cli
-from grader.authoring.github_classroom import (
+from grader.authoring.starter_repo import (
     COMMAND_GRADER,
     REPORTER,
     plan_steps,
