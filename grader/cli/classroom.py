@@ -259,9 +259,25 @@ def add_similarity(commands: Subcommands) -> None:
         "--submissions", type=Path, help="the folder of submissions (default: the one the batch graded)"
     )
     similarity.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also compare every student with these: a folder of submissions (a prior year), one submission "
+        "(folder or zip) or one file (a leaked solution); repeatable. The reference is always compared",
+    )
+    similarity.add_argument(
         "--threshold",
         type=float,
         help="flag a pair when this share of both students' own code, together, is common (default 0.5)",
+    )
+    similarity.add_argument(
+        "--common-min",
+        type=int,
+        metavar="N",
+        help="ignore code more than N students share, as Moss's -m N (default: off, nothing is ignored "
+        "for being popular)",
     )
     similarity.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     similarity.add_argument("--anonymize", action="store_true", help="the class report's pseudonyms")
@@ -270,7 +286,7 @@ def add_similarity(commands: Subcommands) -> None:
 
 def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -> int:
     from grader.classroom.outputs.similarity import DEFAULT_THRESHOLD
-    from grader.classroom.outputs.similarity_report import write_similarity
+    from grader.classroom.outputs.similarity_report import CLUSTERS_CSV, write_similarity
 
     _check_batch_folder(args.grades)
     page = write_similarity(
@@ -280,10 +296,15 @@ def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -
         out=args.html,
         threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
         anonymize=args.anonymize,
+        against=args.against,
+        common_min=args.common_min,
     )
     flagged = len(page.with_suffix(".csv").read_text().splitlines()) - 1
+    clusters = len((page.parent / CLUSTERS_CSV).read_text().splitlines()) - 1
+    common = "" if args.common_min is None else f"; code more than {args.common_min} students share ignored"
     console.print(
-        f"wrote {page}: {flagged} pair(s) to look at (a reason to look, never a verdict)",
+        f"wrote {page}: {clusters} cluster(s), {flagged} pair(s) to look at{common} "
+        "(a reason to look, never a verdict)",
         markup=False,
         highlight=False,
         soft_wrap=True,
