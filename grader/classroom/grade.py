@@ -102,8 +102,8 @@ def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
 
 
 def _similarity(out: Path, course: Course, submissions: Path) -> str | None:
-    """Write the batch's similarity report; None, or, when anything fails there (copydetect, Pygments, a
-    file), remove what is left of an earlier one and return the warning to show instead: the grades and
+    """Write the batch's similarity report; None, or, when anything fails there (a file, the
+    lexer), remove what is left of an earlier one and return the warning to show instead: the grades and
     the class report do not depend on it."""
     try:
         write_similarity(out, course, submissions=submissions)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,13 +42,32 @@ class Print:
     parsed: bool
 
     @cached_property
+    def masks(self) -> dict[int, int]:
+        """For each hash, the tokens its k-grams cover, as the bits of an integer (bit i: token i)."""
+        run = (1 << K) - 1
+        masks = {}
+        for h, positions in self.hashes.items():
+            mask = 0
+            for position in positions:
+                mask |= run << position
+            masks[h] = mask
+        return masks
+
+    @cached_property
     def own(self) -> int:
         """Tokens covered by the fingerprints: the file's code that counts."""
-        return covered(p for positions in self.hashes.values() for p in positions)
+        return self.covered_by(self.hashes)
 
     def covered_by(self, hashes: Iterable[int]) -> int:
-        """Tokens covered by those of the fingerprints whose hash is in ``hashes``."""
-        return covered(p for h in hashes for p in self.hashes.get(h, ()))
+        """Tokens covered by those of the fingerprints whose hash is in ``hashes`` (each one of them)."""
+        return self.coverage(hashes).bit_count()
+
+    def coverage(self, hashes: Iterable[int]) -> int:
+        """The tokens covered by the fingerprints of ``hashes`` (each one of them), as ``masks`` has them."""
+        mask, masks = 0, self.masks
+        for h in hashes:
+            mask |= masks[h]
+        return mask
 
     def without(self, hashes: set[int] | frozenset[int]) -> Print:
         kept = {h: positions for h, positions in self.hashes.items() if h not in hashes}
@@ -72,24 +92,13 @@ def every_kgram(tokens: Tokens) -> set[int]:
     return {int(h) for unit in tokens.units for h in _kgram_hashes(unit)}
 
 
-def covered(positions: Iterable[int]) -> int:
-    """How many tokens the k-grams starting at ``positions`` cover together."""
-    total, end = 0, 0
-    for position in sorted(positions):
-        start = max(position, end)
-        if position + K > start:
-            total += position + K - start
-            end = position + K
-    return total
-
-
 def covered_lines(print_: Print, hashes: Iterable[int]) -> set[int]:
-    """The source lines of the tokens the k-grams of ``hashes`` cover in ``print_``."""
-    tokens: set[int] = set()
-    for h in hashes:
-        for position in print_.hashes.get(h, ()):
-            tokens.update(range(position, position + K))
-    return {print_.lines[token] for token in tokens}
+    """The source lines of the tokens the k-grams of ``hashes`` (each one of ``print_``'s) cover."""
+    bits = f"{print_.coverage(hashes):b}"[::-1]  # bits[i] == "1": token i is covered
+    lines: set[int] = set()
+    for run in re.finditer("1+", bits):
+        lines.update(print_.lines[run.start() : run.end()])
+    return lines
 
 
 def shared_counts(prints: dict[str, dict[str, Print]]) -> Counter[tuple[str, str]]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,9 +43,10 @@ def tokenize(text: str, filename: str) -> Tokens:
         tree = ast.parse(text, filename)
     except (SyntaxError, ValueError):  # ValueError: a null byte
         return lexed(text, filename)
-    names = _ModuleNames(tree)
-    units = [_Writer(names, scope).unit(node) for node, scope in _units(tree)]
-    return Tokens(tuple(u for u in units if u.tokens), parsed=True)
+    units = _units(tree)
+    names = _ModuleNames(tree, units)
+    written = [_Writer(names, names.scopes.get(node)).unit(node) for node in units]
+    return Tokens(tuple(u for u in written if u.tokens), parsed=True)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -54,24 +55,24 @@ def tokenize(text: str, filename: str) -> Tokens:
 
 class _ModuleNames:
     """What the module's names are: imported (and from where), or the module's own functions and
-    variables."""
+    variables; and each function's scope. One walk over the tree finds it all."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, units: list[ast.AST]) -> None:
         self.imported: dict[str, str] = {}
-        for node in walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    bound = alias.asname or alias.name.split(".")[0]
-                    self.imported[bound] = alias.name if alias.asname else bound
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                for alias in node.names:
-                    self.imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         self.functions = {
             n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         }
-        self.variables = (
-            {name for n in tree.body for name in _written(n)} - self.functions - set(self.imported)
-        )
+        self.scopes: dict[ast.AST, _Scope] = {}
+        written: set[str] = set()
+        for unit in units:
+            if isinstance(unit, ast.Module):
+                for node in walk(unit):
+                    _imports(node, self.imported)
+                    if node is not unit:
+                        written.update(_bound_here(node))
+            else:
+                self.scopes[unit] = _Scope.of(unit, self.imported)
+        self.variables = written - self.functions - set(self.imported)
 
     def role(self, name: str, scope: _Scope | None) -> str | None:
         """``P``, ``V``, ``F`` or ``G``; None for a name that stays as it is (builtin, or unknown)."""
@@ -95,13 +96,16 @@ class _Scope:
     reads: frozenset[str]
 
     @staticmethod
-    def of(function: ast.AST) -> _Scope:
+    def of(function: ast.AST, imported: dict[str, str]) -> _Scope:
+        """``function``'s scope; the imports in it go into ``imported``."""
         params: set[str] = set()
         declared: set[str] = set()
         written: set[str] = set()
         reads: set[str] = set()
         for node in walk(function):
-            if isinstance(node, ast.arguments):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                _imports(node, imported)
+            elif isinstance(node, ast.arguments):
                 params.update(a.arg for a in _args(node))
             elif isinstance(node, (ast.Global, ast.Nonlocal)):
                 declared.update(node.names)
@@ -146,28 +150,34 @@ def _bound_here(node: ast.AST) -> list[str]:
     return []
 
 
-def _written(node: ast.AST) -> list[str]:
-    """The names a module-level statement binds (not inside the functions it defines)."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [node.name]
-    return [name for child in walk(node) for name in _bound_here(child)]
+def _imports(node: ast.AST, imported: dict[str, str]) -> None:
+    """Record what an import binds: ``dist`` of ``import torch.distributed as dist`` is
+    ``torch.distributed``, ``torch`` of ``import torch.distributed`` is ``torch``."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            bound = alias.asname or alias.name.split(".")[0]
+            imported[bound] = alias.name if alias.asname else bound
+    elif isinstance(node, ast.ImportFrom) and node.module:
+        for alias in node.names:
+            imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
 
-def _units(tree: ast.Module) -> Iterator[tuple[ast.AST, _Scope | None]]:
-    """Each function and method with its scope, then the rest of the module (class bodies without their
-    methods) as one more unit."""
+def _units(tree: ast.Module) -> list[ast.AST]:
+    """Each function and method, then the rest of the module (class bodies without their methods) as one
+    more unit."""
+    units: list[ast.AST] = []
     rest: list[ast.stmt] = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield node, _Scope.of(node)
+            units.append(node)
         elif isinstance(node, ast.ClassDef):
             methods = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            yield from ((method, _Scope.of(method)) for method in methods)
+            units += methods
             body = [n for n in node.body if n not in methods]
             rest.append(ast.ClassDef(node.name, node.bases, node.keywords, body, node.decorator_list))
         else:
             rest.append(node)
-    yield ast.Module(rest, []), None
+    return [*units, ast.Module(rest, [])]
 
 
 # ---------------------------------------------------------------------------------------------------------
