@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.course import Course, CourseConfigError, load_course
+from grader.core.errors import UsageError
 
 GOOD = """\
 course: Tiny
@@ -95,7 +96,7 @@ def test_exercise_resolves_by_number_or_slug(course: Course, ref: str) -> None:
 
 
 def test_unknown_exercise_suggests_slug(course: Course) -> None:
-    with pytest.raises(KeyError, match="did you mean 'ring_tree'"):
+    with pytest.raises(UsageError, match="did you mean 'ring_tree'"):
         course.find("ring_trees")
 
 

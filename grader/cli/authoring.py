@@ -22,6 +22,7 @@ from grader.authoring.stubs import write_stubs
 from grader.cli.common import Subcommands, add_run_options
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
+from grader.core.errors import ExitCode, UsageError
 from grader.runners import Runner, make_runner
 
 
@@ -51,7 +52,7 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
                 console.print(f"    {problem}", markup=False)
             failed += not found.ok
     console.print(f"{len(exercises) - failed} of {len(exercises)} exercises pass the check")
-    return 1 if failed else 0
+    return ExitCode.NOT_FULL_MARKS if failed else ExitCode.OK
 
 
 def add_validate(commands: Subcommands) -> None:
@@ -84,7 +85,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
     from grader.authoring.share import claim
 
     if args.runs < 1:
-        raise ValueError("--runs must be at least 1")
+        raise UsageError("--runs must be at least 1")
     exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
     rows: list[dict[str, Any]] = []
     table = _validity_table()
@@ -102,7 +103,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
     )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    return 1 if bad else 0
+    return ExitCode.NOT_FULL_MARKS if bad else ExitCode.OK
 
 
 def _validity_table() -> Table:
@@ -229,7 +230,7 @@ def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int
     for exercise in (e for e in course.exercises if e.files):
         for path in write_stubs(course, exercise):
             console.print(f"wrote {path.relative_to(course.root)}")
-    return 0
+    return ExitCode.OK
 
 
 def add_release(commands: Subcommands) -> None:
@@ -245,9 +246,9 @@ def cmd_release(args: argparse.Namespace, course: Course, console: Console) -> i
     for leak in leaks:
         console.print(f"[bold red]leak:[/] {leak}", markup=True, highlight=False)
     if leaks:
-        return 1
+        return ExitCode.NOT_FULL_MARKS
     console.print(f"wrote the student release to {args.out}: no reference body or hidden test text in it")
-    return 0
+    return ExitCode.OK
 
 
 def add_gradescope(commands: Subcommands) -> None:
@@ -262,7 +263,7 @@ def cmd_gradescope(args: argparse.Namespace, course: Course, console: Console) -
 
     gradescope_zip(course, course.find(args.id), args.out)
     console.print(f"wrote {args.out}: upload it as the autograder (ranks run on CPU there: no GPUs)")
-    return 0
+    return ExitCode.OK
 
 
 def add_prairielearn(commands: Subcommands) -> None:
@@ -279,7 +280,7 @@ def cmd_prairielearn(args: argparse.Namespace, course: Course, console: Console)
     console.print(
         f"wrote {args.out}: copy serverFilesCourse/ into your course, info-snippet.json into the question"
     )
-    return 0
+    return ExitCode.OK
 
 
 def add_classroom(commands: Subcommands) -> None:
@@ -313,7 +314,7 @@ def cmd_classroom(args: argparse.Namespace, course: Course, console: Console) ->
         highlight=False,
         soft_wrap=True,
     )
-    return 0
+    return ExitCode.OK
 
 
 def add_doctor(commands: Subcommands) -> None:
@@ -331,7 +332,7 @@ def cmd_doctor(args: argparse.Namespace, course: Course, console: Console) -> in
         mark = "[green]ok[/]" if finding.ok else "[yellow]no[/]"
         table.add_row(f"{mark} {finding.name}", finding.detail, finding.meaning)
     console.print(table)
-    return 0
+    return ExitCode.OK
 
 
 def add_image(commands: Subcommands) -> None:
@@ -346,17 +347,11 @@ def add_image(commands: Subcommands) -> None:
 
 
 def cmd_image_build(args: argparse.Namespace, course: Course, console: Console) -> int:
-    import docker
-
     from grader.runners.images import build_image
 
     kind = "cuda" if args.cuda else "cpu"
     console.print(f"building the {kind} image (wheels are downloaded into the build context first)...")
-    try:
-        built = build_image(kind=kind, base=args.base)
-    except docker.errors.DockerException as exc:
-        first = (str(exc).splitlines() or ["?"])[0]
-        raise ValueError(f"no Docker engine answers ({first}); start one: scripts/start-dockerd") from None
+    built = build_image(kind=kind, base=args.base)
     console.print(f"built {built.tag} ({built.image_id[:19]}) on {built.base}")
     console.print(f"  {built.size_mb:g} MB, {built.seconds:g} s")
-    return 0
+    return ExitCode.OK

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from grader import SOURCE_ROOT
 from grader.core.course import Course
+from grader.core.errors import ExitCode, UsageError
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What ``add_subparsers`` returns: each audience module adds its subcommands to it."""
@@ -18,7 +19,10 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler: TypeAlias = Callable[[argparse.Namespace, Course, Console], int]
 """A subcommand's handler: its parsed arguments, the loaded course and the console in, the exit status out."""
 
-EXAMPLES = """\
+EXIT_STATUSES = "exit status, for every command:\n" + "".join(f"  {c.value}  {c.meaning}\n" for c in ExitCode)
+
+EXAMPLES = (
+    """\
 examples:
   grade list                                   where you stand in the course
   grade exercise 01                            grade your work in exercises/01_comm_primitives
@@ -48,8 +52,9 @@ examples:
   grade image build                            build the CPU grading image for --backend docker
   grade exercise 02 --backend docker           grade inside a container (no network, limits, ranks as nobody)
 
-exit status: 0 full marks (or check passed), 1 not full marks, 2 usage or configuration error.
 """
+    + EXIT_STATUSES
+)
 
 
 def add_run_options(parser: argparse.ArgumentParser, backends: tuple[str, ...] = ("local", "docker")) -> None:
@@ -71,8 +76,8 @@ def add_run_options(parser: argparse.ArgumentParser, backends: tuple[str, ...] =
 
 def find_course() -> Path:
     """The nearest course.yml: in the working folder or a parent, else in the grader's own repository;
-    ``ValueError`` when there is none."""
+    ``UsageError`` when there is none."""
     for folder in (Path.cwd(), *Path.cwd().parents, SOURCE_ROOT):
         if (folder / "course.yml").is_file():
             return folder / "course.yml"
-    raise ValueError("no course.yml here or in any parent folder; pass --course")
+    raise UsageError("no course.yml here or in any parent folder; pass --course")
