@@ -87,7 +87,10 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_not_yaml(tmp_path: Path) -> None:
-    assert error_of(tmp_path, "course: [unclosed").startswith("course.yml: not valid YAML")
+    assert error_of(tmp_path, "course: [unclosed") == (
+        "course.yml:1: not valid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow "
+        "sequence at line 1)"
+    )
 
 
 @pytest.mark.parametrize("ref", ["2", "02", "ring_tree"])

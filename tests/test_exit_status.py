@@ -68,3 +68,38 @@ def test_the_statuses_are_in_grade_help_and_the_readme(capsys: pytest.CaptureFix
     for code in ExitCode:
         assert f"  {code.value}  {code.meaning}" in shown
         assert f"| {code.value} |" in readme, f"README.md: no row for exit status {code.value}"
+
+
+def test_error_text_is_printed_as_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Messages carry user input: rich markup would read '[red]' as a style and '[a, b ...]' as a tag."""
+    assert grade("exercise", "[red]ring[/]") == ExitCode.USAGE_ERROR
+    assert capsys.readouterr().out.strip() == "error: no exercise '[red]ring[/]'"
+
+
+def test_a_result_shows_its_paths_and_notes_as_text() -> None:
+    from rich.console import Console
+
+    from grader.core.results import ExerciseResult
+    from grader.learner.views import to_terminal
+
+    result = ExerciseResult(
+        exercise="01",
+        title="Toy [draft]",
+        graded="submission subs/[bold]alice[/].zip",
+        device="cpu",
+        notes=("your progress was not saved: /state/[red]x[/]/progress.sqlite: disk I/O error",),
+    )
+    console = Console(record=True, width=200)
+    to_terminal(result, console)
+    shown = console.export_text()
+    assert "Exercise 01: Toy [draft]  (submission subs/[bold]alice[/].zip; cpu)" in shown, shown
+    assert "note: your progress was not saved: /state/[red]x[/]/progress.sqlite" in shown, shown
+
+
+def test_a_yaml_error_keeps_what_it_expected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "course.yml").write_text("course: x\nsections: [a, b\n")
+    assert cli.main(["--course", str(tmp_path / "course.yml"), "list"]) == ExitCode.USAGE_ERROR
+    assert capsys.readouterr().out.strip() == (
+        "error: course.yml:3: not valid YAML: expected ',' or ']', but got '<stream end>' (while parsing a "
+        "flow sequence at line 2)"
+    )

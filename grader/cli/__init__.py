@@ -12,9 +12,8 @@ import argparse
 import traceback
 
 from rich.console import Console
-from rich.text import Text
 
-from grader.cli.common import Handler, find_course
+from grader.cli.common import Handler, find_course, labelled
 from grader.cli.parser import build_parser
 from grader.core.course import load_course
 from grader.core.errors import EnvironmentFailure, ExitCode, UsageError, environment_message
@@ -52,5 +51,5 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
 def _error(console: Console, code: ExitCode, message: str) -> ExitCode:
     """Print ``message`` as one ``error:`` line, as text: a ``[...]`` in it is kept, never read as markup."""
-    console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False, soft_wrap=True)
+    console.print(labelled("error:", "bold red", message), highlight=False, soft_wrap=True)
     return code

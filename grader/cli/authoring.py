@@ -19,7 +19,7 @@ from rich.table import Table
 
 from grader.authoring.check import check_exercise
 from grader.authoring.stubs import write_stubs
-from grader.cli.common import Subcommands, add_run_options
+from grader.cli.common import Subcommands, add_run_options, labelled
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
@@ -157,7 +157,7 @@ def _validate_one(
     _print_shares(console, exercise, row)
     console.print(_timeouts_table(exercise, row))
     for problem in found.problems:
-        console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
+        console.print(labelled(exercise.key, "red", problem), soft_wrap=True)
     for warning in timeout_problems(found.timeouts):  # a figure of this machine's load, not of the course
         console.print(f"{exercise.key} warning: {warning}", soft_wrap=True, markup=False, style="yellow")
     return row
@@ -229,7 +229,7 @@ def add_stubs(commands: Subcommands) -> None:
 def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int:
     for exercise in (e for e in course.exercises if e.files):
         for path in write_stubs(course, exercise):
-            console.print(f"wrote {path.relative_to(course.root)}")
+            console.print(f"wrote {path.relative_to(course.root)}", markup=False)
     return ExitCode.OK
 
 
@@ -244,10 +244,12 @@ def cmd_release(args: argparse.Namespace, course: Course, console: Console) -> i
 
     leaks = build_release(course, args.out)
     for leak in leaks:
-        console.print(f"[bold red]leak:[/] {leak}", markup=True, highlight=False)
+        console.print(labelled("leak:", "bold red", leak), highlight=False, soft_wrap=True)
     if leaks:
         return ExitCode.NOT_FULL_MARKS
-    console.print(f"wrote the student release to {args.out}: no reference body or hidden test text in it")
+    console.print(
+        f"wrote the student release to {args.out}: no reference body or hidden test text in it", markup=False
+    )
     return ExitCode.OK
 
 
@@ -262,7 +264,8 @@ def cmd_gradescope(args: argparse.Namespace, course: Course, console: Console) -
     from grader.authoring.exports import gradescope_zip
 
     gradescope_zip(course, course.find(args.id), args.out)
-    console.print(f"wrote {args.out}: upload it as the autograder (ranks run on CPU there: no GPUs)")
+    said = f"wrote {args.out}: upload it as the autograder (ranks run on CPU there: no GPUs)"
+    console.print(said, markup=False)
     return ExitCode.OK
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader.cli.common import EXAMPLES, Subcommands, add_run_options
+from grader.cli.common import EXAMPLES, Subcommands, add_run_options, labelled
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
 
@@ -209,10 +209,9 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
                 console.print(f"  no grade for an invalid upload: {invalid}", markup=False, highlight=False)
             unmatched |= set(done.unmatched)
     if unmatched:
+        missing = ", ".join(sorted(unmatched))
         console.print(
-            f"[bold yellow]not in the roster, so not in the file:[/] {', '.join(sorted(unmatched))}",
-            highlight=False,
-            soft_wrap=True,
+            labelled("not in the roster, so not in the file:", "bold yellow", missing), soft_wrap=True
         )
     return ExitCode.NOT_FULL_MARKS if unmatched else ExitCode.OK
 

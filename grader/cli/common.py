@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from rich.console import Console
+from rich.text import Text
 
 from grader import SOURCE_ROOT
 from grader.core.course import Course
@@ -72,6 +73,12 @@ def add_run_options(parser: argparse.ArgumentParser, backends: tuple[str, ...] =
         help="local: this machine; docker: one container per run (build it: grade image build)"
         + ("; slurm: a job array on the cluster (docs/slurm.md)" if "slurm" in backends else ""),
     )
+
+
+def labelled(label: str, style: str, text: str) -> Text:
+    """``label`` in ``style``, then ``text`` as it is: never read as markup, since it may carry user input
+    (a path, a student id, a YAML error's "expected ',' or ']'")."""
+    return Text.assemble((label, style), " ", text)
 
 
 def find_course() -> Path:

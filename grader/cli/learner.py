@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from grader.cli.common import EXAMPLES, Subcommands, add_run_options
 from grader.core.course import Course, Exercise
@@ -37,9 +39,8 @@ def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
         for column in ("#", "exercise", "slug", "points", "your status"):
             table.add_column(column)
         for exercise in section.exercises:
-            table.add_row(
-                exercise.key, exercise.title, exercise.slug, f"{exercise.points:g}", _status(course, exercise)
-            )
+            status = _status(course, exercise)
+            table.add_row(exercise.key, Text(exercise.title), exercise.slug, f"{exercise.points:g}", status)
         console.print(table)
     return ExitCode.OK
 
@@ -91,7 +92,7 @@ def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> 
         from grader.learner.watch import watch
 
         paths = [course.exercise_dir(exercise) / name for name in exercise.files]
-        console.print(f"watching {', '.join(exercise.files)}: save to regrade, Ctrl-C to stop")
+        console.print(f"watching {', '.join(exercise.files)}: save to regrade, Ctrl-C to stop", markup=False)
 
         def regrade(changed: list[Path]) -> None:
             nonlocal code
@@ -138,7 +139,7 @@ def cmd_progress(args: argparse.Namespace, course: Course, console: Console) -> 
         print(json.dumps(progress_json(sections), indent=1))
         return ExitCode.OK
     progress_tables(sections, console)
-    console.print(f"[dim]progress is kept in {store.path}[/]")
+    console.print(f"[dim]progress is kept in {escape(str(store.path))}[/]", soft_wrap=True)
     return ExitCode.OK
 
 
@@ -192,9 +193,9 @@ def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
     hints = ladders[part]
     shown = reveal_next(store, course, exercise, part, hints)
     for hint in hints[: shown - 1]:
-        console.print(f"[dim]hint {hint.number}: {hint.title} (seen)[/]")
+        console.print(f"[dim]hint {hint.number}: {escape(hint.title)} (seen)[/]")
     hint = hints[shown - 1]
-    console.print(f"[bold]{exercise.key}.{part}, hint {hint.number} of {len(hints)}: {hint.title}[/]")
+    console.print(f"[bold]{exercise.key}.{part}, hint {hint.number} of {len(hints)}: {escape(hint.title)}[/]")
     console.print(Markdown(hint.text))  # reflowed to the terminal's width
     more = len(hints) - shown
     again = f"grade hint {exercise.key} {part}"
