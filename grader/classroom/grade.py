@@ -142,7 +142,7 @@ def _runner_id(backend: str) -> str:
 
     from grader.runners.images import image_tag
 
-    return docker.from_env().images.get(image_tag("cpu")).id
+    return str(docker.from_env().images.get(image_tag("cpu")).id)
 
 
 def _write_gradebook(plan: BatchPlan, records: list[Record], reference: ExerciseResult, url: str) -> None:
