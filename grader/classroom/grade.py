@@ -141,7 +141,7 @@ def _runner_id(backend: str) -> str:
         return backend
     from grader.runners.images import docker_engine, image_tag
 
-    return docker_engine().images.get(image_tag("cpu")).id
+    return str(docker_engine().images.get(image_tag("cpu")).id)
 
 
 def _write_gradebook(plan: BatchPlan, records: list[Record], reference: ExerciseResult, url: str) -> None:

@@ -53,6 +53,7 @@ def default_base(client: object) -> str:
     from docker.errors import ImageNotFound
 
     try:
+        # attr-defined: the docker SDK ships no types, and the client is passed as an object
         client.images.get(LOCAL_BASE)  # type: ignore[attr-defined]
         return LOCAL_BASE
     except ImageNotFound:
