@@ -46,6 +46,8 @@ def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
 
 
 def _status(course: Course, exercise: Exercise) -> str:
+    if exercise.problem:
+        return "[red]cannot be used[/] (the warning below says why)"
     if not exercise.parts:
         return "[dim]coming soon[/]"
     last = last_result(course, exercise)
