@@ -119,5 +119,5 @@ def test_grade_progress_on_a_broken_store_is_one_line_and_status_3(
     (state_dir / "progress.sqlite").write_text("this is not a database\n" * 100)
     assert cli.main(["--course", str(Path(__file__).parent / "fixtures/course/course.yml"), "progress"]) == 3
     out = capsys.readouterr().out.strip()
-    assert out.startswith(f"error: {state_dir / 'progress.sqlite'}: file is not a database; ") and "\n" not in out
-    assert "move it aside" in out
+    assert out.startswith(f"error: {state_dir / 'progress.sqlite'}: file is not a database; "), out
+    assert "\n" not in out and "move it aside" in out

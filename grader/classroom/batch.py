@@ -96,8 +96,7 @@ def make_plan(
     ranks = max((max(p.world_sizes) for p in exercise.parts), default=1)
     if device == "cuda":
         per_slot = min(ranks, gpus)
-        if not per_slot:
-            raise UsageError("--device cuda: no GPU is visible here")
+        assert per_slot, "resolve_device refuses cuda where there is no GPU"
         slots: list[str | None] = [
             ",".join(map(str, range(first, first + per_slot)))
             for first in range(0, gpus - per_slot + 1, per_slot)

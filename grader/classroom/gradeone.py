@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from grader.core.course import Course, Exercise, load_course
-from grader.runners import GradeJob, Runner, SuiteError, make_runner
+from grader.runners import GradeJob, Runner, graded_envelope, make_runner
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +63,7 @@ def grade_one(
     label: str,
     out: Path,
 ) -> None:
-    """Grade ``source`` (None: the reference); write ``{"result": ...}`` or ``{"suite_error": ...}``."""
+    """Grade ``source`` (None: the reference); write its envelope (``graded_envelope``) to ``out``."""
     job = GradeJob(
         course=course,
         exercise=exercise,
@@ -71,10 +71,6 @@ def grade_one(
         label=label,
         device=device,
     )
-    try:
-        payload: dict[str, object] = {"result": runner.run(job).to_dict()}
-    except SuiteError as exc:
-        payload = {"suite_error": str(exc)}
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(payload))
+    tmp.write_text(json.dumps(graded_envelope(runner, job)))
     tmp.replace(out)

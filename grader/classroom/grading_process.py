@@ -19,7 +19,7 @@ from pathlib import Path
 
 from grader.classroom.batch import BatchPlan
 from grader.core.results import ExerciseResult, Status
-from grader.runners import SuiteError
+from grader.runners import opened_envelope
 
 PROCESS_MARGIN_S = 120.0
 """Beyond the exercise's budget, for a grading process: interpreter, torch, container start."""
@@ -59,6 +59,9 @@ def read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> Exercise
     try:
         payload = json.loads(out.read_text())
     except (OSError, ValueError):
+        payload = None
+    result = opened_envelope(payload)  # SuiteError (a ValueError too) must not become an ERROR result
+    if result is None:
         return ExerciseResult.for_every_part(
             exercise=plan.exercise,
             status=Status.ERROR,
@@ -67,9 +70,7 @@ def read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> Exercise
             reason="the grading process ended without a result: "
             + (stderr.strip().splitlines() or ["?"])[-1],
         )
-    if "suite_error" in payload:
-        raise SuiteError(payload["suite_error"])
-    return ExerciseResult.from_dict(payload["result"])
+    return result
 
 
 def _die_with_parent() -> None:
