@@ -22,6 +22,22 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
+def compose(text: str, label: str) -> yaml.Node | None:
+    """The YAML node tree of ``text``; ``CourseConfigError`` when it is not YAML: one line naming ``label``
+    and the line (pyyaml's own message spans five lines and quotes the source)."""
+    try:
+        return yaml.compose(text)
+    except yaml.MarkedYAMLError as exc:
+        line = f":{exc.problem_mark.line + 1}" if exc.problem_mark else ""
+        context = ""
+        if exc.context:
+            at = f" at line {exc.context_mark.line + 1}" if exc.context_mark else ""
+            context = f" ({exc.context}{at})"
+        raise CourseConfigError(f"{label}{line}: not valid YAML: {exc.problem}{context}") from None
+    except yaml.YAMLError as exc:
+        raise CourseConfigError(f"{label}: not valid YAML: {exc}") from None
+
+
 class YamlReader:
     """Typed access to YAML nodes, raising errors that point at the node's line.
 
