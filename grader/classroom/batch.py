@@ -166,12 +166,12 @@ def set_aside_invalid(
     """File an ``invalid`` record for each upload in ``todo`` that cannot be graded; return the others."""
     gradable = []
     for pending in todo:
-        reason = why_invalid(pending.submission.path, plan.exercise.files)
-        if reason is None:
+        refusal = why_invalid(pending.submission.path, plan.exercise.files)
+        if refusal is None:
             gradable.append(pending)
             continue
         student = pending.submission.student
-        result = invalid_result(plan.exercise, reason, student, plan.device)
+        result = invalid_result(plan.exercise, refusal.text, student, plan.device)
         store.put(Record(student, pending.key, result, pending.submitted, pending.files))
         on_result(student, result)
     return gradable

@@ -86,9 +86,9 @@ def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> 
     if args.submission is not None:
         from grader.core.submission import why_invalid
 
-        reason = why_invalid(args.submission, exercise.files)
-        if reason:
-            raise UsageError(f"--submission {args.submission} cannot be graded: {reason}")
+        refusal = why_invalid(args.submission, exercise.files)
+        if refusal is not None:
+            raise UsageError(f"--submission {args.submission} cannot be graded: {refusal.text}")
     code = _grade_and_report(args, course, exercise, console)
     if args.watch:
         from grader.learner.watch import watch
