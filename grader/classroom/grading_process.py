@@ -25,11 +25,14 @@ PROCESS_MARGIN_S = 120.0
 """Beyond the exercise's budget, for a grading process: interpreter, torch, container start."""
 
 
-def grade_in_process(plan: BatchPlan, source: Path | None, label: str, gpus: str | None) -> ExerciseResult:
-    """Grade one submission in a grading process of its own (the reference when ``source`` is None)."""
+def grade_in_process(
+    plan: BatchPlan, source: Path | None, label: str, gpus: str | None, notes: tuple[str, ...] | None = None
+) -> ExerciseResult:
+    """Grade one submission in a grading process of its own (the reference when ``source`` is None);
+    ``notes``: as ``GradingProcess.grade``."""
     process = GradingProcess(plan, gpus)
     try:
-        return process.grade(source, label)
+        return process.grade(source, label, notes)
     finally:
         process.close()
 
@@ -98,16 +101,24 @@ class GradingProcess:
         self._folder = tempfile.TemporaryDirectory(prefix="distgpu-batch-")
         self._stderr = Path(self._folder.name) / "stderr.log"
 
-    def grade(self, source: Path | None, label: str) -> ExerciseResult:
-        """Grade ``source`` (None: the reference); a process that died without a result gets one retry."""
+    def grade(self, source: Path | None, label: str, notes: tuple[str, ...] | None = None) -> ExerciseResult:
+        """Grade ``source`` (None: the reference); a process that died without a result gets one retry.
+        ``notes``: what staging said of the upload when ``source`` is the batch's staged copy of it
+        (``GradeJob.staging_notes``)."""
         out = Path(self._folder.name) / "result.json"
         out.unlink(missing_ok=True)
         deadline = self.plan.exercise.timeout + PROCESS_MARGIN_S
+        job: dict[str, object] = {
+            "submission": str(source) if source else None,
+            "label": label,
+            "out": str(out),
+        }
+        if notes is not None:
+            job["notes"] = list(notes)
         for _attempt in range(2):
             if self._process is None or self._jobs >= self.JOBS_PER_PROCESS:
                 self._restart()
             assert self._process is not None and self._process.stdin is not None
-            job = {"submission": str(source) if source else None, "label": label, "out": str(out)}
             try:
                 self._process.stdin.write((json.dumps(job) + "\n").encode())
                 self._process.stdin.flush()

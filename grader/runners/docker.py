@@ -76,7 +76,8 @@ class DockerRunner:
         started = time.perf_counter()
         warm = self._take_spare(job) or self._start(job)
         try:
-            notes = stage(job.source, job.exercise.files, warm.handoff / "submission").texts
+            staged = stage(job.source, job.exercise.files, warm.handoff / "submission")
+            notes = list(job.staging_notes) if job.staging_notes is not None else staged.texts
             (warm.handoff / "submission").chmod(0o755)
             (warm.handoff / "go").touch()
             if self.prewarm:

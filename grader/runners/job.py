@@ -31,6 +31,10 @@ class GradeJob:
     """Grade only these parts ('02.ring_allreduce', ...); empty grades them all. The local runner only."""
     on_progress: Callable[[int, int], None] | None = None
     """Called with (tests finished, tests in all) as tests end; the local runner only."""
+    staging_notes: tuple[str, ...] | None = None
+    """What staging said of the upload, when the caller staged it already (``grade batch`` stages each upload
+    once): ``source`` is then that staged copy, and these notes replace what copying it would say (the copy
+    has lost the upload's refused members and near-miss names)."""
 
 
 def grade_job(

@@ -85,7 +85,8 @@ class LocalRunner:
         started = time.perf_counter()
         scratch = self._kept_scratch(job) if self.keep_factory else Path(tempfile.mkdtemp(prefix="distgpu-"))
         try:
-            notes = stage(job.source, job.exercise.files, scratch / "impl").texts
+            staged = stage(job.source, job.exercise.files, scratch / "impl")
+            notes = list(job.staging_notes) if job.staging_notes is not None else staged.texts
             plugin = self._grade(job, scratch)
         finally:
             if not self.keep_factory:

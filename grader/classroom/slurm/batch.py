@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from grader.classroom.batch import BatchPlan
-from grader.classroom.grade import batch_todo
-from grader.classroom.intake.discovery import discover
+from grader.classroom.grade import batch_todo, class_to_grade
 from grader.classroom.slurm import driver as slurm
 from grader.classroom.state.records import RecordStore
 from grader.core.course import Course, Exercise
@@ -42,7 +42,9 @@ def slurm_dry_run(
     *, plan: BatchPlan, pool: slurm.SlurmPool, submissions: Path, regrade: list[str], late: bool
 ) -> str:
     """The sbatch scripts and commands ``pool`` would submit for what in ``submissions`` needs grading (as
-    ``batch_grade`` would choose it); nothing is submitted and no record is touched."""
+    ``batch_grade`` would choose it); nothing is submitted and no record is touched (the uploads are staged
+    in a temporary folder, to key them)."""
     store = RecordStore(pool.out / "records", sweep=False)
-    todo = batch_todo(plan, discover(submissions), store, regrade=regrade, late=late)
-    return slurm.dry_run(plan, pool, todo)
+    with tempfile.TemporaryDirectory(prefix="distgpu-dry-run-") as staged:
+        klass = class_to_grade(plan, submissions, store, Path(staged))
+        return slurm.dry_run(plan, pool, batch_todo(klass, regrade=regrade, late=late))
