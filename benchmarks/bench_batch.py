@@ -100,7 +100,9 @@ def grade_batch(course: Path, subs: Path, out: Path, workers: int | None) -> tup
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, help="grading processes at once (default: the batch's own)")
     parser.add_argument("--keep", type=Path, help="build the class here and keep it")

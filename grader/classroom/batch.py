@@ -24,6 +24,7 @@ from grader.classroom.intake.discovery import Submission, discover
 from grader.classroom.state.class_state import Member
 from grader.classroom.state.records import Record, RecordStore
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult, Status
 
 
@@ -39,21 +40,21 @@ class BatchPlan:
 
 
 def check_request(folder: Path, *, workers: int | None, regrade: list[str]) -> list[Submission]:
-    """The submissions in ``folder``, once the request makes sense; ``ValueError`` (one line) otherwise:
+    """The submissions in ``folder``, once the request makes sense; ``UsageError`` (one line) otherwise:
     a usage error must stop the batch before anything is graded."""
     if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder of submissions")
+        raise UsageError(f"{folder}: no such folder of submissions")
     if workers is not None and workers < 1:
-        raise ValueError(f"--workers must be at least 1, got {workers}")
+        raise UsageError(f"--workers must be at least 1, got {workers}")
     found = discover(folder)
     unknown = sorted(set(regrade) - {s.student for s in found})
     if unknown:
-        raise ValueError(f"--regrade: no submission for {', '.join(unknown)} in {folder}")
+        raise UsageError(f"--regrade: no submission for {', '.join(unknown)} in {folder}")
     return found
 
 
 def how_code_runs(backend: str, *, allow_unsandboxed: bool) -> str:
-    """One line saying where student code will run; ``ValueError`` when that would be unsandboxed as root
+    """One line saying where student code will run; ``UsageError`` when that would be unsandboxed as root
     and ``allow_unsandboxed`` is not given (the message names the three ways out)."""
     from grader.core import sandbox
 
@@ -68,10 +69,10 @@ def how_code_runs(backend: str, *, allow_unsandboxed: bool) -> str:
         who = ", each grading as a uid of its own," if os.geteuid() == 0 else ""
         return f"student code runs sandboxed with bubblewrap{who}: no network, no solutions or hidden tests"
     if mode == "bwrap":
-        raise ValueError(f"{sandbox.SANDBOX_ENV_VAR}=bwrap, but {why_not}")
+        raise UsageError(f"{sandbox.SANDBOX_ENV_VAR}=bwrap, but {why_not}")
     user = _user_name()
     if os.geteuid() == 0 and not allow_unsandboxed:
-        raise ValueError(
+        raise UsageError(
             f"student code would run unsandboxed as root ({why_not}); ways out: make bubblewrap work here "
             "(`grade doctor`), use --backend docker, or run the batch as an unprivileged user; "
             "--allow-unsandboxed runs it as root anyway"
@@ -95,8 +96,7 @@ def make_plan(
     ranks = max((max(p.world_sizes) for p in exercise.parts), default=1)
     if device == "cuda":
         per_slot = min(ranks, gpus)
-        if not per_slot:
-            raise ValueError("--device cuda: no GPU is visible here")
+        assert per_slot, "resolve_device refuses cuda where there is no GPU"
         slots: list[str | None] = [
             ",".join(map(str, range(first, first + per_slot)))
             for first in range(0, gpus - per_slot + 1, per_slot)

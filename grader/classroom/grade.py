@@ -29,6 +29,7 @@ from grader.classroom.state.gradebook import open_gradebook, remove_submissions_
 from grader.classroom.state.gradebook import record as record_grade
 from grader.classroom.state.records import Record, RecordStore, reference_key, suite_hash
 from grader.core.course import Course
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
 
@@ -115,7 +116,7 @@ def batch_todo(klass: ClassState, *, regrade: list[str], late: bool) -> list[Pen
     """The members of ``klass`` with no current record, plus those named in ``regrade``."""
     unknown = sorted(set(regrade) - set(klass.students))
     if unknown:
-        raise ValueError(f"--regrade: no submission for {', '.join(unknown)}")
+        raise UsageError(f"--regrade: no submission for {', '.join(unknown)}")
     return [
         PendingGrade(member, _submitted(member.submission, late))
         for member in klass.members
@@ -181,11 +182,9 @@ def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool, key: str) -> 
 def _runner_id(backend: str) -> str:
     if backend != "docker":
         return backend
-    import docker
+    from grader.runners.images import docker_engine, image_tag
 
-    from grader.runners.images import image_tag
-
-    return docker.from_env().images.get(image_tag("cpu")).id
+    return str(docker_engine().images.get(image_tag("cpu")).id)
 
 
 def _write_gradebook(plan: BatchPlan, klass: ClassState, reference: ExerciseResult, url: str) -> None:

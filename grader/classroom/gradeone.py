@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from grader.core.course import Course, Exercise, load_course
-from grader.runners import GradeJob, Runner, SuiteError, make_runner
+from grader.runners import GradeJob, Runner, graded_envelope, make_runner
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +68,7 @@ def grade_one(
     out: Path,
     notes: tuple[str, ...] | None = None,
 ) -> None:
-    """Grade ``source`` (None: the reference); write ``{"result": ...}`` or ``{"suite_error": ...}``.
+    """Grade ``source`` (None: the reference); write its envelope (``graded_envelope``) to ``out``.
     ``notes``: ``GradeJob.staging_notes``."""
     job = GradeJob(
         course=course,
@@ -78,10 +78,6 @@ def grade_one(
         device=device,
         staging_notes=notes,
     )
-    try:
-        payload: dict[str, object] = {"result": runner.run(job).to_dict()}
-    except SuiteError as exc:
-        payload = {"suite_error": str(exc)}
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(payload))
+    tmp.write_text(json.dumps(graded_envelope(runner, job)))
     tmp.replace(out)

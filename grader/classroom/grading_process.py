@@ -19,7 +19,7 @@ from pathlib import Path
 
 from grader.classroom.batch import BatchPlan
 from grader.core.results import ExerciseResult, Status
-from grader.runners import SuiteError
+from grader.runners import opened_envelope
 
 PROCESS_MARGIN_S = 120.0
 """Beyond the exercise's budget, for a grading process: interpreter, torch, container start."""
@@ -62,6 +62,9 @@ def read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> Exercise
     try:
         payload = json.loads(out.read_text())
     except (OSError, ValueError):
+        payload = None
+    result = opened_envelope(payload)  # SuiteError (a ValueError too) must not become an ERROR result
+    if result is None:
         return ExerciseResult.for_every_part(
             exercise=plan.exercise,
             status=Status.ERROR,
@@ -70,9 +73,7 @@ def read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> Exercise
             reason="the grading process ended without a result: "
             + (stderr.strip().splitlines() or ["?"])[-1],
         )
-    if "suite_error" in payload:
-        raise SuiteError(payload["suite_error"])
-    return ExerciseResult.from_dict(payload["result"])
+    return result
 
 
 def _die_with_parent() -> None:
@@ -198,11 +199,10 @@ def _sweep_containers() -> None:
     """Remove the containers of grading processes that are gone: one killed mid-grading (overrun, batch end)
     leaves its container running, and so may one killed with an earlier batch while Docker was still
     creating it."""
-    import docker
-
     from grader.runners.docker import sweep_leftovers
+    from grader.runners.images import docker_engine
 
-    sweep_leftovers(docker.from_env())
+    sweep_leftovers(docker_engine())
 
 
 def _read_tail(path: Path) -> str:

@@ -66,7 +66,7 @@ def batch_report(outcome: BatchOutcome, console: Console) -> None:
     said = [f"graded {len(this_run) - invalid} of {len(outcome.records)}"]
     said += [f"{invalid} invalid (not graded)"] if invalid else []
     said += [f"{current} unchanged since their last run (records kept)"] if current else []
-    console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True)
+    console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True, markup=False)
     plural = "" if outcome.staged == 1 else "s"
     console.print(f"staged {outcome.staged} submission{plural} once", markup=False, highlight=False)
     if outcome.set_aside:

@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult
 
 
-class SuiteError(RuntimeError):
-    """The exercise's own tests are broken (they do not import, or name unknown parts): a course bug."""
+class SuiteError(UsageError):
+    """The exercise's own tests are broken (they do not import, or name unknown parts): a course bug, the
+    author's to fix (a configuration error)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,10 +48,10 @@ def grade_job(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> GradeJob:
     """The job that grades the student's folder, a submission (folder or zip) or, with ``solution``, the
-    reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. ``ValueError``
-    for an exercise without graded parts, ``KeyError`` for an unknown part."""
+    reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. ``UsageError``
+    for an exercise without graded parts or an unknown part."""
     if not exercise.parts:
-        raise ValueError(f"exercise {exercise.key} ({exercise.slug}) has no graded parts yet")
+        raise UsageError(f"exercise {exercise.key} ({exercise.slug}) has no graded parts yet")
     part_id = resolve_part(exercise, part) if part is not None else None
     if solution:
         source, label = course.solution_dir(exercise), "the reference solution"
@@ -70,12 +72,12 @@ def grade_job(
 
 
 def resolve_part(exercise: Exercise, ref: str) -> str:
-    """'ring_allreduce' or '02.ring_allreduce' -> the part's id; ``KeyError`` naming the parts otherwise."""
+    """'ring_allreduce' or '02.ring_allreduce' -> the part's id; ``UsageError`` naming the parts otherwise."""
     for part in exercise.parts:
         if ref in (part.id, part.id.split(".", 1)[1]):
             return part.id
     names = ", ".join(p.id.split(".", 1)[1] for p in exercise.parts)
-    raise KeyError(f"exercise {exercise.key} has no part {ref!r}; its parts are {names}")
+    raise UsageError(f"exercise {exercise.key} has no part {ref!r}; its parts are {names}")
 
 
 class Runner(Protocol):
@@ -86,3 +88,26 @@ class Runner(Protocol):
     def close(self) -> None:
         """Let go of what the runner keeps between jobs (a spare container, a kept rank factory)."""
         ...
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the envelope: what a grading in a process of its own (a container, a batch slot) hands back, as JSON
+
+
+def graded_envelope(runner: Runner, job: GradeJob) -> dict[str, Any]:
+    """Grade ``job`` into its envelope: ``{"result": ...}`` (``ExerciseResult.to_dict``), or
+    ``{"suite_error": ...}`` when the exercise's own suite is broken."""
+    try:
+        return {"result": runner.run(job).to_dict()}
+    except SuiteError as exc:
+        return {"suite_error": str(exc)}
+
+
+def opened_envelope(payload: object) -> ExerciseResult | None:
+    """The result in an envelope of ``graded_envelope``; ``SuiteError`` for a broken suite; None when
+    ``payload`` is no envelope (the grading ended without writing one)."""
+    if isinstance(payload, dict) and "suite_error" in payload:
+        raise SuiteError(str(payload["suite_error"]))
+    if isinstance(payload, dict) and "result" in payload:
+        return ExerciseResult.from_dict(payload["result"])
+    return None

@@ -24,6 +24,7 @@ from typing import Any
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
 from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import Record, RecordStore
+from grader.core.errors import UsageError
 from grader.core.results import Status
 
 SALT_FILE = ".pseudonym-salt"
@@ -69,7 +70,7 @@ def _write(
 ) -> Path:
     """The class page and one page per student of ``records`` (a page of anyone else is removed)."""
     if not records:
-        raise ValueError(f"{grades}/records holds no graded submission: nothing to report")
+        raise UsageError(f"{grades}/records holds no graded submission: nothing to report")
     reference = RecordStore(grades / "reference", sweep=False).get("reference")
     analysis = analyze(records, reference.result if reference else None, deadline)
     name = (

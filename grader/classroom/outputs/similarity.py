@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 from grader.core.submission import stage
 
 NOISE = 25
@@ -97,7 +98,7 @@ def compare_class(
     """Compare every student's editable files with every other student's; ``texts`` maps a student to the
     text of each of their staged files, by name (a batch's ``Member.texts``, or ``read_submissions``)."""
     if not 0 < threshold <= 1:
-        raise ValueError(f"--threshold must be in (0, 1], got {threshold:g}")
+        raise UsageError(f"--threshold must be in (0, 1], got {threshold:g}")
     given = sorted(course.exercise_dir(exercise).glob("*.py"))
     boilerplate = _hashes(given)
     texts = {student: files for student, files in sorted(texts.items()) if files}
