@@ -66,6 +66,7 @@ def add_exercise(commands: Subcommands) -> None:
     exercise.add_argument("--json", type=Path, help="write Gradescope results.json here")
     exercise.add_argument("--junit", type=Path, help="write JUnit XML here")
     exercise.add_argument("-k", dest="part", metavar="PART", help="grade one part only (ring_allreduce)")
+    exercise.add_argument("--concept", help="grade one concept only (ring_sum); exit status 0 when earned")
     exercise.add_argument("--watch", action="store_true", help="regrade after every save (Ctrl-C stops)")
     add_run_options(exercise)
     exercise.set_defaults(handler=cmd_exercise)
@@ -74,8 +75,8 @@ def add_exercise(commands: Subcommands) -> None:
 def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> int:
     if args.solution and args.submission:
         raise ValueError("--solution and --submission exclude each other")
-    if args.part and args.backend != "local":
-        raise ValueError("-k works with --backend local only")
+    if (args.part or args.concept) and args.backend != "local":
+        raise ValueError("-k and --concept work with --backend local only")
     if args.watch and (args.solution or args.submission):
         raise ValueError("--watch watches your own exercise folder: not with --solution or --submission")
     exercise = course.find(args.id)
@@ -112,6 +113,7 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
             solution=args.solution,
             device=args.device,
             part=args.part,
+            concept=args.concept,
             on_progress=bar.update,
         )
     to_terminal(result, console, readme=task_section(course, exercise))
