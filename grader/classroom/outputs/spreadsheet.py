@@ -99,7 +99,8 @@ def read_csv(path: Path) -> list[list[str]]:
     separator found (``,`` or ``;``: the one that gives every row the header's width, the wider if both do),
     blank lines skipped. ``ValueError`` naming the file when it is neither."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open(encoding="utf-8-sig", newline="") as handle:  # newline="": a CR in a cell stays
+            text = handle.read()
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     best: list[list[str]] = []
