@@ -224,7 +224,7 @@ def test_canvas_import_changes_only_the_grades_it_writes(
 ) -> None:
     roster = canvas_export(tmp_path)
     out = tmp_path / "canvas.csv"
-    done = export_to(grades, [course.find("01"), course.find("02")], canvas=out, roster=roster)
+    done = export_to(grades, [course.find("01"), course.find("02")], lms="canvas", out=out, roster=roster)
     assert (done.match.column, done.match.chosen, done.unmatched) == ("SIS Login ID", True, ["zed"])
     first, second = (tmp_path / "canvas-01.csv", tmp_path / "canvas-02.csv")
     assert grades_in(first) == {  # 12/12 and 4/12 of the exercise, scaled to the column's 100 points
@@ -293,7 +293,7 @@ def test_missing_zero_writes_zero_for_a_missing_submission_only(
 ) -> None:
     roster = canvas_export(tmp_path)
     out = tmp_path / "c.csv"
-    export_to(grades, [course.find("02")], canvas=out, roster=roster, missing="zero")
+    export_to(grades, [course.find("02")], lms="canvas", out=out, roster=roster, missing="zero")
     cells = grades_in(out)
     assert cells[("102", "Ring and tree algorithms (1202)")] == "0.00"  # bob: no submission of 02
     assert ("101", "Ring and tree algorithms (1202)") not in cells  # alice: invalid, never 0
@@ -303,7 +303,7 @@ def test_a_canvas_column_is_found_named_or_new(grades: Grades, course: Course, t
     roster = canvas_export(tmp_path)
     out = tmp_path / "c.csv"
     done = export_to(
-        grades, [course.find("01")], canvas=out, roster=roster, column="Ring and tree algorithms"
+        grades, [course.find("01")], lms="canvas", out=out, roster=roster, column="Ring and tree algorithms"
     )
     assert (
         done.files[0].column == "Ring and tree algorithms (1202)"
@@ -311,9 +311,11 @@ def test_a_canvas_column_is_found_named_or_new(grades: Grades, course: Course, t
     )
     assert grades_in(out)[("101", "Ring and tree algorithms (1202)")] == "10.00"
     with pytest.raises(ValueError, match=r"--column 'HW9': .* has no such assignment column"):
-        export_to(grades, [course.find("01")], canvas=out, roster=roster, column="HW9")
+        export_to(grades, [course.find("01")], lms="canvas", out=out, roster=roster, column="HW9")
     lean = [r[:6] + r[8:] for r in [CANVAS_HEADER, CANVAS_POINTS, *CANVAS_ROWS]]  # no assignment columns
-    done = export_to(grades, [course.find("01")], canvas=out, roster=written(tmp_path / "lean.csv", lean))
+    done = export_to(
+        grades, [course.find("01")], lms="canvas", out=out, roster=written(tmp_path / "lean.csv", lean)
+    )
     assert (
         done.files[0].column == "01 Communication primitives"
         and "a new assignment, 12 points" in done.files[0].note
@@ -348,7 +350,7 @@ def test_worksheet_upload_fills_grades_scaled_to_the_maximum(
     grades: Grades, course: Course, tmp_path: Path
 ) -> None:
     out = tmp_path / "ws.csv"
-    done = export_to(grades, [course.find("01")], moodle=out, roster=worksheet(tmp_path))
+    done = export_to(grades, [course.find("01")], lms="moodle", out=out, roster=worksheet(tmp_path))
     header, *rows = moodle_rows(out.read_bytes().decode())
     assert header == WORKSHEET_HEADER[:10]  # the feedback column left out: its old text would overwrite
     assert [(r[0], r[5]) for r in rows] == [("Participant 5001", "25.00"), ("Participant 5002", "8.33")]
@@ -363,7 +365,7 @@ def test_a_locked_moodle_grade_is_left_out_and_said(grades: Grades, course: Cour
     rows = [r[:] for r in WORKSHEET_ROWS]
     rows[1][7] = "No"  # bob's grade is locked
     out = tmp_path / "ws.csv"
-    done = export_to(grades, [course.find("01")], moodle=out, roster=worksheet(tmp_path, rows))
+    done = export_to(grades, [course.find("01")], lms="moodle", out=out, roster=worksheet(tmp_path, rows))
     assert done.files[0].left_out["Moodle locks the grade ('Grade can be changed': No)"] == ["Bob Marley"]
     assert [r[0] for r in moodle_rows(out.read_bytes().decode())[1:]] == ["Participant 5001"]
     scale = tmp_path / "scale.csv"
@@ -376,7 +378,7 @@ def test_moodle_gradebook_csv_is_percent_and_keeps_other_grades(
     grades: Grades, course: Course, tmp_path: Path
 ) -> None:
     out = tmp_path / "m.csv"
-    done = export_to(grades, [course.find("01")], moodle_gradebook=out, roster=worksheet(tmp_path))
+    done = export_to(grades, [course.find("01")], lms="moodle-gradebook", out=out, roster=worksheet(tmp_path))
     text = out.read_bytes().decode()
     title = "01 Communication primitives (percent)"
     assert moodle_rows(text) == [["Username", title], ["alice", "100.00"], ["bob", "33.33"]]
@@ -432,7 +434,7 @@ def test_hostile_names_round_trip_through_csv_and_each_importer(course: Course, 
     rows = [[name, str(200 + i), "", f"s{i}", "S;1", "", "", "", "", ""] for i, name in enumerate(HOSTILE)]
     hostile = Grades([first], {"01": first.points}, {("01", f"s{i}"): float(i) for i in range(len(HOSTILE))})
     out = tmp_path / "c.csv"
-    export_to(hostile, [first], canvas=out, roster=canvas_export(tmp_path, rows))
+    export_to(hostile, [first], lms="canvas", out=out, roster=canvas_export(tmp_path, rows))
     raw = out.read_bytes().decode()
     assert '"Doe; Jane"' in raw and '"S;1"' in raw and '"Line\rBreak"' in raw and '"Two\nLines"' in raw
     parsed = list(csv.reader(io.StringIO(raw, newline="")))[2:]
@@ -456,7 +458,7 @@ def test_hostile_names_round_trip_through_csv_and_each_importer(course: Course, 
         for i, name in enumerate(HOSTILE)
     ]
     ws = tmp_path / "ws.csv"
-    export_to(hostile, [first], moodle=ws, roster=worksheet(tmp_path, sheet_rows))
+    export_to(hostile, [first], lms="moodle", out=ws, roster=worksheet(tmp_path, sheet_rows))
     people = {7000 + i: f"s{i}" for i in range(len(HOSTILE))}
     uploaded = worksheet_upload(ws.read_bytes().decode(), people, {}, 10.0, dt.datetime(2025, 6, 4))
     assert {u: g.grade for u, g in uploaded.items()} == {

@@ -190,6 +190,8 @@ def add_export(commands: Subcommands) -> None:
     export.set_defaults(handler=cmd_export)
 
 
+LMS_ARGS = {"canvas": "canvas", "moodle": "moodle", "moodle-gradebook": "moodle_gradebook"}
+"""``lms_files.LMS_FILES``'s keys -> the argument naming the file written."""
 MATCH_CHOICES = ("login", "sis", "email", "canvas-id", "moodle-participant", "github")
 EXPORT_EXAMPLES = """\
 examples:
@@ -233,12 +235,12 @@ def _export_lms(args: argparse.Namespace, course: Course, grades: Grades, consol
     from grader.classroom.outputs.lms_files import export_to
 
     exercises = [course.find(args.exercise)] if args.exercise else grades.exercises
+    lms, out = next((k, v) for k, v in LMS_ARGS.items() if getattr(args, v) is not None)
     done = export_to(
         grades,
         exercises,
-        canvas=args.canvas,
-        moodle=args.moodle,
-        moodle_gradebook=args.moodle_gradebook,
+        lms=lms,
+        out=getattr(args, out),
         roster=args.roster,
         match=args.match,
         missing=args.missing,

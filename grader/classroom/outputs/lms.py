@@ -163,7 +163,7 @@ def unmatched(grades: Grades, exercises: list[Exercise], match: Match) -> list[s
     return sorted({s for k, s in grades.scores if k in keys and s not in match.rows})
 
 
-def output_path(out: Path, exercise: Exercise, one: bool) -> Path:
+def output_path(out: Path, exercise: Exercise, *, one: bool) -> Path:
     """``out`` for a one-exercise export, else ``OUT-NN.csv`` beside it."""
     return out if one else out.with_name(f"{out.stem}-{exercise.key}{out.suffix}")
 

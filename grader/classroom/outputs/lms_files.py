@@ -197,47 +197,37 @@ def _user_field(roster: Roster, placed: Placed, match: Match) -> str:
 # one export
 
 
+LMS_FILES = {
+    "canvas": read_canvas_export,
+    "moodle": read_moodle_worksheet,
+    "moodle-gradebook": read_moodle_roster,
+}
+"""The file each export writes -> how its ``--roster`` is read."""
+
+
 def export_to(
     grades: Grades,
     exercises: list[Exercise],
     *,
-    canvas: Path | None = None,
-    moodle: Path | None = None,
-    moodle_gradebook: Path | None = None,
+    lms: str,
+    out: Path,
     roster: Path,
     match: str | None = None,
     missing: str = "leave",
     column: str | None = None,
 ) -> Export:
-    """Read ``roster`` as the platform's file, match its rows to the gradebook's students, and write one
-    file per exercise into the one of ``canvas``, ``moodle`` and ``moodle_gradebook`` given."""
-    one = len(exercises) == 1
-    if canvas is not None:
-        courses = read_canvas_export(roster)
-        found = match_students(courses, grades.students(), match)
-
-        def write(placed: Placed) -> Written:
-            assignment = canvas_column(courses, placed.exercise, column)
-            return write_canvas(output_path(canvas, placed.exercise, one), placed, courses, assignment)
-
-        sheet: Roster = courses
-    elif moodle is not None:
-        worksheet = read_moodle_worksheet(roster)
-        found = match_students(worksheet, grades.students(), match)
-
-        def write(placed: Placed) -> Written:
-            return write_moodle_worksheet(output_path(moodle, placed.exercise, one), placed, worksheet)
-
-        sheet = worksheet
-    elif moodle_gradebook is not None:
-        sheet = read_moodle_roster(roster)
-        found = match_students(sheet, grades.students(), match)
-
-        def write(placed: Placed) -> Written:
-            out = output_path(moodle_gradebook, placed.exercise, one)
-            return write_moodle_gradebook(out, placed, sheet, found)
-
-    else:
-        raise ValueError("give --canvas, --moodle or --moodle-gradebook")
-    files = [write(place(grades, e, sheet, found, missing)) for e in exercises]
+    """Read ``roster`` as ``lms``'s file (``LMS_FILES``), match its rows to the gradebook's students, and
+    write one file per exercise: ``out`` for one exercise, else ``OUT-NN.csv`` beside it."""
+    sheet = LMS_FILES[lms](roster)
+    found = match_students(sheet, grades.students(), match)
+    files = []
+    for exercise in exercises:
+        placed = place(grades, exercise, sheet, found, missing)
+        path = output_path(out, exercise, one=len(exercises) == 1)
+        if isinstance(sheet, CanvasRoster):
+            files.append(write_canvas(path, placed, sheet, canvas_column(sheet, exercise, column)))
+        elif isinstance(sheet, MoodleWorksheet):
+            files.append(write_moodle_worksheet(path, placed, sheet))
+        else:
+            files.append(write_moodle_gradebook(path, placed, sheet, found))
     return Export(found, files, unmatched(grades, exercises, found))
