@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader.cli.common import EXAMPLES, Subcommands, add_run_options
+from grader.cli.common import EXAMPLES, Subcommands, add_run_options, labelled
 from grader.core.course import Course, Exercise
+from grader.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
@@ -79,7 +80,7 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
         return _batch_on_slurm(args, course, exercise, out, console)
     given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
     if given:
-        raise ValueError(f"--{given[0].replace('_', '-')} needs --backend slurm")
+        raise UsageError(f"--{given[0].replace('_', '-')} needs --backend slurm")
     console.print(
         how_code_runs(args.backend, allow_unsandboxed=args.allow_unsandboxed), markup=False, soft_wrap=True
     )
@@ -88,7 +89,7 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
         course=course, exercise=exercise, backend=args.backend, device=device, workers=args.workers, gpus=gpus
     )
     _grade_batch(args, course, plan, out, console)
-    return 0
+    return ExitCode.OK
 
 
 def _batch_on_slurm(
@@ -97,7 +98,6 @@ def _batch_on_slurm(
     """The same batch, its gradings run as Slurm jobs (``grader.classroom.slurm.driver``), or printed with
     --dry-run."""
     from grader.classroom.slurm.batch import slurm_dry_run, slurm_plan
-    from grader.classroom.slurm.driver import SlurmStopped
 
     plan, pool = slurm_plan(
         course=course,
@@ -115,14 +115,10 @@ def _batch_on_slurm(
             plan=plan, pool=pool, submissions=args.submissions, regrade=args.regrade, late=args.late
         )
         console.print(script, markup=False, highlight=False, soft_wrap=True)
-        return 0
+        return ExitCode.OK
     console.print(f"student code runs on the cluster's nodes ({pool.settings.runner} runner)", soft_wrap=True)
-    try:
-        _grade_batch(args, course, plan, out, console, pool)
-    except SlurmStopped as exc:
-        console.print(f"[bold yellow]stopped:[/] {exc}", markup=True, highlight=False)
-        return 1
-    return 0
+    _grade_batch(args, course, plan, out, console, pool)
+    return ExitCode.OK
 
 
 def _grade_batch(
@@ -212,19 +208,21 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
 
     lms = args.canvas or args.moodle or args.moodle_gradebook
     if not (args.csv or lms):
-        raise ValueError("give --csv, --canvas, --moodle or --moodle-gradebook")
+        raise UsageError("give --csv, --canvas, --moodle or --moodle-gradebook")
     if lms and not args.roster:
-        raise ValueError("--canvas and --moodle need --roster: the file downloaded from the LMS")
+        raise UsageError("--canvas and --moodle need --roster: the file downloaded from the LMS")
+    if lms and not args.roster.is_file():
+        raise UsageError(f"--roster {args.roster}: no such file")
     if args.moodle and not args.exercise:
-        raise ValueError("--moodle needs --exercise: a grading worksheet is one assignment's")
+        raise UsageError("--moodle needs --exercise: a grading worksheet is one assignment's")
     if args.column and not (args.canvas and args.exercise):
-        raise ValueError("--column names the Canvas column of one exercise: give --canvas and --exercise")
+        raise UsageError("--column names the Canvas column of one exercise: give --canvas and --exercise")
     with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
         if args.csv:
             export_csv(gradebook, args.csv)
             console.print(f"wrote {args.csv}", markup=False, highlight=False)
         if not lms:
-            return 0
+            return ExitCode.OK
         from grader.classroom.outputs.lms import read_grades
 
         grades = read_grades(gradebook, course)
@@ -255,8 +253,11 @@ def _export_lms(args: argparse.Namespace, course: Course, grades: Grades, consol
         for why, names in file.left_out.items():
             say(f"  left out, {why}: {', '.join(names)}")
     if done.unmatched:
-        say(f"graded but not in the roster, so in no file: {', '.join(done.unmatched)}")
-    return 1 if done.unmatched else 0
+        missing = ", ".join(done.unmatched)
+        console.print(
+            labelled("graded but not in the roster, so in no file:", "bold yellow", missing), soft_wrap=True
+        )
+    return ExitCode.NOT_FULL_MARKS if done.unmatched else ExitCode.OK
 
 
 def add_report(commands: Subcommands) -> None:
@@ -279,12 +280,12 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
     refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
     index = write_report(args.grades, args.html, deadline=deadline, anonymize=args.anonymize)
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
-    return 0
+    return ExitCode.OK
 
 
 def _check_batch_folder(grades: Path) -> None:
     if not (grades / "records").is_dir():
-        raise ValueError(f"{grades} is not a batch's folder (it has no records/); give grades/NN_slug")
+        raise UsageError(f"{grades} is not a batch's folder (it has no records/); give grades/NN_slug")
 
 
 def add_similarity(commands: Subcommands) -> None:
@@ -326,4 +327,4 @@ def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -
         highlight=False,
         soft_wrap=True,
     )
-    return 0
+    return ExitCode.OK

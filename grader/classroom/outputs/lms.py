@@ -45,6 +45,7 @@ from typing import Any
 from grader.classroom.outputs.rosters import Match, Roster
 from grader.classroom.state.gradebook import COMMENT_CELL
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 
 INVALID_PREFIX = "not graded:"
 """How the gradebook's comment marks an invalid upload (``grader.classroom.state.gradebook``)."""
@@ -141,7 +142,7 @@ def place(grades: Grades, exercise: Exercise, roster: Roster, match: Match, miss
     """Each roster row's share of ``exercise``'s points, or why it has none (module docstring)."""
     maximum = grades.maxima.get(exercise.key, 0.0)
     if maximum <= 0:
-        raise ValueError(f"exercise {exercise.key} has no graded points in the gradebook")
+        raise UsageError(f"exercise {exercise.key} has no graded points in the gradebook")
     student_of = {row: student for student, row in match.rows.items()}
     shares: dict[int, float] = {}
     left_out: dict[int, str] = {}

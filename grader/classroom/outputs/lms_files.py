@@ -53,6 +53,7 @@ from grader.classroom.outputs.rosters import (
 )
 from grader.classroom.outputs.spreadsheet import FORMULA_STARTS, decimal_cell, text_cell, write_csv
 from grader.core.course import Exercise
+from grader.core.errors import UsageError
 
 CANVAS_POINTS_ROW = "    Points Possible"
 """As Canvas's export writes it (``lib/gradebook_exporter.rb``); its importer looks for the words."""
@@ -68,12 +69,12 @@ FORMULA_ID = "its {field} starts like a spreadsheet formula; enter the grade in 
 def canvas_column(roster: CanvasRoster, exercise: Exercise, column: str | None) -> CanvasAssignment:
     """The roster's column ``column`` names, else the one assignment column whose title is the exercise's
     (``NN Title``, or holding its title or slug), else a new ``NN Title`` worth the exercise's points.
-    ``ValueError`` for a ``column`` the roster does not have, or several columns that could be it."""
+    ``UsageError`` for a ``column`` the roster does not have, or several columns that could be it."""
     if column is not None:
         found = [a for a in roster.assignments if column in (a.header, _title(a.header))]
         if not found:
             titles = ", ".join(repr(a.header) for a in roster.assignments) or "none"
-            raise ValueError(f"--column {column!r}: {roster.path} has no such assignment column ({titles})")
+            raise UsageError(f"--column {column!r}: {roster.path} has no such assignment column ({titles})")
         return found[0]
     own = f"{exercise.key} {exercise.title}".casefold()
     found = [
@@ -85,7 +86,7 @@ def canvas_column(roster: CanvasRoster, exercise: Exercise, column: str | None) 
     ]
     if len(found) > 1:
         names = ", ".join(repr(a.header) for a in found)
-        raise ValueError(f"exercise {exercise.key} could be any of {names}: give --exercise and --column")
+        raise UsageError(f"exercise {exercise.key} could be any of {names}: give --exercise and --column")
     return found[0] if found else CanvasAssignment(f"{exercise.key} {exercise.title}", exercise.points)
 
 
@@ -94,9 +95,9 @@ def _title(header: str) -> str:
 
 
 def write_canvas(path: Path, placed: Placed, roster: CanvasRoster, column: CanvasAssignment) -> Written:
-    """Canvas's import file (module docstring); ``ValueError`` for a column with no points to scale to."""
+    """Canvas's import file (module docstring); ``UsageError`` for a column with no points to scale to."""
     if not column.points or column.points <= 0:
-        raise ValueError(
+        raise UsageError(
             f"{roster.path}: column {column.header!r} has no Points Possible; give the assignment points in "
             "Canvas and export the gradebook again"
         )
@@ -161,7 +162,7 @@ def _worksheet_cell(sheet: MoodleWorksheet, column: int, cell: str) -> str:
 
 
 def write_moodle_gradebook(path: Path, placed: Placed, roster: Roster, match: Match) -> Written:
-    """Moodle's CSV grade import, in percent (module docstring); ``ValueError`` when the roster has no user
+    """Moodle's CSV grade import, in percent (module docstring); ``UsageError`` when the roster has no user
     field filled for every student written."""
     field = _user_field(roster, placed, match)
     at = roster.header.index(field)
@@ -187,7 +188,7 @@ def _user_field(roster: Roster, placed: Placed, match: Match) -> str:
         at = roster.column(name)
         if at is not None and all(roster.rows[r][at].strip() for r in placed.shares):
             return name
-    raise ValueError(
+    raise UsageError(
         f"{roster.path}: no {' or '.join(map(repr, fields))} column filled for every student: Moodle's CSV "
         "grade import finds a user by one of them"
     )

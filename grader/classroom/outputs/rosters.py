@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.classroom.outputs.spreadsheet import parse_decimal, read_csv
+from grader.core.errors import UsageError
 
 MATCH_COLUMNS = {
     "canvas-id": ("ID",),
@@ -114,12 +115,12 @@ class MoodleWorksheet(Roster):
 
 
 def read_canvas_export(path: Path) -> CanvasRoster:
-    """Canvas's gradebook export (module docstring); ``ValueError`` naming the file when it is not one."""
+    """Canvas's gradebook export (module docstring); ``UsageError`` naming the file when it is not one."""
     header, *rest = read_csv(path)
     names = (0, 1) if header[:2] == ["LastName", "FirstName"] else (0,)
     named = names == (0, 1) or "Student" in header[0]
     if not named or header[len(names)] != "ID" or "Section" not in header:
-        raise ValueError(
+        raise UsageError(
             f"{path}: not Canvas's gradebook export (Grades > Export): its header starts Student, ID, and "
             f"its student columns end at Section; this one starts {', '.join(header[:4])}"
         )
@@ -140,20 +141,20 @@ def _canvas_posting_row(row: list[str]) -> bool:
 
 
 def read_moodle_worksheet(path: Path) -> MoodleWorksheet:
-    """Moodle's grading worksheet (module docstring); ``ValueError`` naming the file and the problem."""
+    """Moodle's grading worksheet (module docstring); ``UsageError`` naming the file and the problem."""
     header, *rows = read_csv(path)
     missing = [c for c in WORKSHEET_REQUIRED if c not in header]
     if missing:
-        raise ValueError(
+        raise UsageError(
             f"{path}: not a Moodle grading worksheet in English (no {', '.join(map(repr, missing))} column; "
             "download it from the assignment: View all submissions > Download grading worksheet)"
         )
     if "Maximum grade" not in header:
-        raise ValueError(f"{path}: the assignment is graded on a scale; give it a maximum grade (points)")
+        raise UsageError(f"{path}: the assignment is graded on a scale; give it a maximum grade (points)")
     at = header.index("Maximum grade")
     maxima = {parse_decimal(r[at]) for r in rows}
     if len(maxima) != 1 or not next(iter(maxima)):
-        raise ValueError(f"{path}: 'Maximum grade' is not one positive number on every row")
+        raise UsageError(f"{path}: 'Maximum grade' is not one positive number on every row")
     maximum = maxima.pop()
     assert maximum is not None
     kept = header.index("Last modified (grade)") + 1
@@ -165,7 +166,7 @@ def read_moodle_roster(path: Path) -> Roster:
     """Any Moodle CSV with a user field its CSV grade import maps rows by (``MOODLE_USER_FIELDS``)."""
     header, *rows = read_csv(path)
     if not any(f in header for f in MOODLE_USER_FIELDS):
-        raise ValueError(
+        raise UsageError(
             f"{path}: no {', '.join(map(repr, MOODLE_USER_FIELDS))} column, the user fields Moodle's CSV "
             "grade import finds a user by; download the grading worksheet or the gradebook's export"
         )
@@ -195,26 +196,26 @@ class Match:
 
 
 def match_students(roster: Roster, students: Iterable[str], key: str | None) -> Match:
-    """Each of ``students`` that one roster row holds in ``key``'s column (module docstring); ``ValueError``
+    """Each of ``students`` that one roster row holds in ``key``'s column (module docstring); ``UsageError``
     when that column is missing, when no column matches anyone, or when a value is in two rows."""
     students = sorted(set(students))
     keys = [key] if key else list(MATCH_COLUMNS)
     found = [_matched(roster, k, c, students) for k in keys for c in roster.columns_for(k)]
     if key and not found:
         wanted = "a column whose header says GitHub" if key == "github" else " or ".join(MATCH_COLUMNS[key])
-        raise ValueError(f"--match {key}: {roster.path} has no {wanted} column")
+        raise UsageError(f"--match {key}: {roster.path} has no {wanted} column")
     # the first of the most matched: MATCH_COLUMNS order puts the platforms' own ids first
     best = max(found, key=lambda m: len(m.rows) + len(m.ambiguous), default=None)
     if best is None or (students and not best.rows and not best.ambiguous):
         tried = ", ".join(f"{m.column!r}" for m in found) or "none"
-        raise ValueError(
+        raise UsageError(
             f"{roster.path}: no column holds the gradebook's student ids ({', '.join(students[:3])}, ...); "
             f"columns tried: {tried}. Give --match"
         )
     if best.ambiguous:
         student, rows = next(iter(best.ambiguous.items()))
         lines = ", ".join(str(r + 2) for r in rows)
-        raise ValueError(
+        raise UsageError(
             f"{roster.path}: {student!r} is in column {best.column!r} of lines {lines}; one student per "
             "row, or the grade could go to either"
         )

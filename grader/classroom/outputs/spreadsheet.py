@@ -27,6 +27,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from grader.core.errors import UsageError
+
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 QUOTED_WHEN_HOLDING = (",", '"', "\r", "\n", ";")
 LINE_END = "\r\n"
@@ -97,17 +99,17 @@ def write_atomically(path: Path, text: str) -> None:
 def read_csv(path: Path) -> list[list[str]]:
     """The rows of a platform's CSV export: a byte-order mark dropped (Canvas and Excel may write one), the
     separator found (``,`` or ``;``: the one that gives every row the header's width, the wider if both do),
-    blank lines skipped. ``ValueError`` naming the file when it is neither."""
+    blank lines skipped. ``UsageError`` naming the file when it is neither."""
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:  # newline="": a CR in a cell stays
             text = handle.read()
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     best: list[list[str]] = []
     for delimiter in DELIMITERS:
         rows = [row for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter) if any(row)]
         if rows and len(rows[0]) > 1 and all(len(r) == len(rows[0]) for r in rows):
             best = rows if len(rows[0]) > len(best[0] if best else []) else best
     if not best:
-        raise ValueError(f"{path}: not a CSV file whose rows all have the header's columns")
+        raise UsageError(f"{path}: not a CSV file whose rows all have the header's columns")
     return best
