@@ -31,6 +31,7 @@ from grader.authoring.starter_repo import (
     write_starter,
 )
 from grader.core.course import Course, load_course
+from grader.core.errors import UsageError
 from grader.runners.job import resolve_concept
 
 GIT = ["git", "-c", "user.name=distgpu", "-c", "user.email=distgpu@example.com"]
@@ -133,7 +134,7 @@ def test_a_concept_resolves_to_its_part(course: Course) -> None:
     exercise = course.find(EXERCISE)
     assert resolve_concept(exercise, "first_choices_first", None) == "14.routing"
     assert resolve_concept(exercise, "first_choices_first", "14.routing") == "14.routing"
-    with pytest.raises(KeyError, match=r"part 14\.dispatch has no concept 'first_choices_first'; its"):
+    with pytest.raises(UsageError, match=r"part 14\.dispatch has no concept 'first_choices_first'; its"):
         resolve_concept(exercise, "first_choices_first", "14.dispatch")
 
 
