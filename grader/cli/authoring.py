@@ -23,6 +23,7 @@ from grader.cli.common import Subcommands, add_run_options, labelled
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
+from grader.learner.views import ProgressBar
 from grader.runners import Runner, make_runner
 
 
@@ -143,7 +144,7 @@ def _validate_one(
         console.print(labelled(exercise.key, "red", exercise.problem), soft_wrap=True)
         return {"exercise": exercise.key, "slug": exercise.slug, "problems": [exercise.problem]}
     label = f"validating {exercise.key} {exercise.slug}"
-    with console.status(label) as status:
+    with ProgressBar(console, label) as bar:
         try:
             found = validate_exercise(
                 course=course,
@@ -152,7 +153,7 @@ def _validate_one(
                 device=args.device,
                 corpus_root=args.corpus or course.root / "tests",
                 runs=args.runs,
-                on_step=lambda what: status.update(f"{label}: {what}"),
+                on_step=lambda what: bar.describe(f"{label}: {what}"),
             )
         except CorpusError as exc:
             console.print(f"{exercise.key} corpus: {exc}", soft_wrap=True, markup=False)
@@ -306,9 +307,9 @@ def cmd_classroom(args: argparse.Namespace, course: Course, console: Console) ->
     from grader.authoring.starter_repo import write_starter
 
     starter = write_starter(course, course.find(args.id), args.out)
-    points = ", ".join(f"{s.part.name} {s.points}" for s in starter.steps)
     console.print(
-        f"wrote {args.out}: one Classroom step per part ({points}; whole points, {starter.timeout} min each)",
+        f"wrote {args.out}: one Classroom step per concept with public checks ({len(starter.steps)}, "
+        f"{starter.timeout} min each); Classroom's points are the exercise's {starter.scale.said()}",
         markup=False,
         highlight=False,
         soft_wrap=True,

@@ -70,6 +70,7 @@ def add_exercise(commands: Subcommands) -> None:
     exercise.add_argument("--json", type=Path, help="write Gradescope results.json here")
     exercise.add_argument("--junit", type=Path, help="write JUnit XML here")
     exercise.add_argument("-k", dest="part", metavar="PART", help="grade one part only (ring_allreduce)")
+    exercise.add_argument("--concept", help="grade one concept only (ring_sum); exit status 0 when earned")
     exercise.add_argument("--watch", action="store_true", help="regrade after every save (Ctrl-C stops)")
     add_run_options(exercise)
     exercise.set_defaults(handler=cmd_exercise)
@@ -78,8 +79,8 @@ def add_exercise(commands: Subcommands) -> None:
 def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> int:
     if args.solution and args.submission:
         raise UsageError("--solution and --submission exclude each other")
-    if args.part and args.backend != "local":
-        raise UsageError("-k works with --backend local only")
+    if (args.part or args.concept) and args.backend != "local":
+        raise UsageError("-k and --concept work with --backend local only")
     if args.watch and (args.solution or args.submission):
         raise UsageError("--watch watches your own exercise folder: not with --solution or --submission")
     exercise = course.find(args.id)
@@ -116,6 +117,7 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
             solution=args.solution,
             device=args.device,
             part=args.part,
+            concept=args.concept,
             on_progress=bar.update,
         )
     to_terminal(result, console, readme=task_section(course, exercise))

@@ -52,14 +52,15 @@ class GradingPlugin:
         gpus: int,
         artifacts_dir: Path | None = None,
         only_parts: tuple[str, ...] = (),
+        only_concept: str | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         shuffle_seed: int | None = None,
     ) -> None:
-        """``only_parts`` grades those parts alone (all when empty); ``on_progress(done, total)`` is called
-        as each test ends; ``shuffle_seed`` runs the tests in a random order (no score may depend
-        on it)."""
+        """``only_parts`` grades those parts alone (all when empty), ``only_concept`` that concept's tests
+        alone; ``on_progress(done, total)`` is called as each test ends; ``shuffle_seed`` runs the tests in
+        a random order (no score may depend on it)."""
         self.course, self.exercise, self.pools = course, exercise, pools
-        self.only_parts, self.on_progress = only_parts, on_progress
+        self.only_parts, self.only_concept, self.on_progress = only_parts, only_concept, on_progress
         self._total = 0
         self.device, self.gpus = device, gpus
         self.artifacts_dir = artifacts_dir
@@ -136,6 +137,8 @@ class GradingPlugin:
             self._tests_per_concept[part.id, concept] = self._tests_per_concept.get((part.id, concept), 0) + 1
         if self.only_parts:
             known = [i for i in known if self._part_id(i) in self.only_parts]
+        if self.only_concept is not None:
+            known = [i for i in known if self._concepts[i.nodeid] == self.only_concept]
         if self.shuffle_seed is not None:
             random.Random(self.shuffle_seed).shuffle(known)
         items[:] = known

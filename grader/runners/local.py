@@ -218,6 +218,7 @@ class LocalRunner:
             gpus=gpus,
             artifacts_dir=None if self.run_as_uid is not None else artifacts,
             only_parts=job.parts,
+            only_concept=job.concept,
             on_progress=job.on_progress,
             shuffle_seed=self.shuffle_seed,
         )
