@@ -23,6 +23,7 @@ from grader.classroom.state.gradebook import open_gradebook
 from grader.classroom.state.gradebook import record as record_grade
 from grader.classroom.state.records import Record, RecordStore, keyed_files, suite_hash
 from grader.core.course import Course
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
 
@@ -83,7 +84,7 @@ def batch_todo(
     """The submissions in ``found`` with no current record in ``store``, plus those named in ``regrade``."""
     unknown = sorted(set(regrade) - {s.student for s in found})
     if unknown:
-        raise ValueError(f"--regrade: no submission for {', '.join(unknown)}")
+        raise UsageError(f"--regrade: no submission for {', '.join(unknown)}")
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
     todo = []
     for submission in found:
@@ -138,11 +139,9 @@ def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool) -> ExerciseRe
 def _runner_id(backend: str) -> str:
     if backend != "docker":
         return backend
-    import docker
+    from grader.runners.images import docker_engine, image_tag
 
-    from grader.runners.images import image_tag
-
-    return docker.from_env().images.get(image_tag("cpu")).id
+    return str(docker_engine().images.get(image_tag("cpu")).id)
 
 
 def _write_gradebook(plan: BatchPlan, records: list[Record], reference: ExerciseResult, url: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
 from grader.classroom.state.records import Record, RecordStore
+from grader.core.errors import UsageError
 from grader.core.results import Status
 
 SALT_FILE = ".pseudonym-salt"
@@ -56,7 +57,7 @@ def write_report(
     out = out or grades / REPORT_DIR
     records = RecordStore(grades / "records", sweep=False).all()
     if not records:
-        raise ValueError(f"{grades}/records holds no graded submission: nothing to report")
+        raise UsageError(f"{grades}/records holds no graded submission: nothing to report")
     reference = RecordStore(grades / "reference", sweep=False).get("reference")
     analysis = analyze(records, reference.result if reference else None, deadline)
     name = (

@@ -35,6 +35,7 @@ from grader.classroom.outputs.similarity import (
 from grader.classroom.outputs.spreadsheet import text_cell
 from grader.classroom.state.records import RecordStore
 from grader.core.course import Course
+from grader.core.errors import UsageError
 from grader.core.results import Status
 
 SUBMISSIONS_FILE = "submissions-folder"
@@ -72,12 +73,12 @@ def write_similarity(
     (default: the folder the batch recorded)."""
     folder = submissions or recorded_submissions(grades)
     if folder is None:
-        raise ValueError(f"{grades} does not say where its submissions are; give --submissions DIR")
+        raise UsageError(f"{grades} does not say where its submissions are; give --submissions DIR")
     if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder of submissions")
+        raise UsageError(f"{folder}: no such folder of submissions")
     records = RecordStore(grades / "records", sweep=False).all()
     if not records:
-        raise ValueError(f"{grades}/records holds no graded submission: nothing to compare")
+        raise UsageError(f"{grades}/records holds no graded submission: nothing to compare")
     exercise = course.find(records[0].result.exercise)
     graded = {r.student for r in records if r.result.verdict is not Status.INVALID}
     found = {s.student: s.path for s in discover(folder) if s.student in graded}

@@ -53,7 +53,7 @@ def keyed_files(source: Path, exercise: Exercise, suite: str, runner_id: str) ->
     """(``submission_key``, sha256 of each file grading takes from ``source`` by name, or '<missing>')."""
     digest = hashlib.sha256(f"{suite}\n{runner_id}\n".encode())
     with tempfile.TemporaryDirectory(prefix="distgpu-key-") as folder:
-        notes = stage(source, exercise.files, Path(folder))
+        notes = stage(source, exercise.files, Path(folder)).texts
         files = file_hashes(Path(folder), exercise.files)
     digest.update("\n".join(notes).encode())
     for name, sha in files.items():
