@@ -33,6 +33,9 @@ class Reason(StrEnum):
     """A member whose path escapes the submission: the whole archive is suspect."""
     NO_EXERCISE_FILE = "no-exercise-file"
     """None of the exercise's files is in it."""
+    DUPLICATE = "duplicate"
+    """Two uploads for one student (alice/ and alice.zip; two submissions of one id in a platform's
+    archive): neither is graded until one is removed."""
     AMBIGUOUS = "ambiguous"
     """Two candidate copies of one of the exercise's files (in two folders, twice in one archive, or two
     renamed copies and no exact name): which one the student meant is theirs to say."""
@@ -59,6 +62,7 @@ WHOLE = frozenset(
         Reason.TOO_MANY_MEMBERS,
         Reason.TRAVERSAL,
         Reason.NO_EXERCISE_FILE,
+        Reason.DUPLICATE,
         Reason.AMBIGUOUS,
     }
 )

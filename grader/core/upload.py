@@ -102,20 +102,25 @@ def is_clutter(member: Member) -> bool:
     )
 
 
-def members(source: Path) -> list[Member]:
-    """Every member of ``source`` but clutter; ``Unreadable`` when it cannot be listed."""
+def members(
+    source: Path, *, max_entries: int | None = None, max_bytes: int | None = None, clutter: bool = False
+) -> list[Member]:
+    """Every member of ``source`` but clutter (with it when ``clutter``); ``Unreadable`` when it cannot be
+    listed. ``max_entries`` and ``max_bytes`` (the archive's size) replace ``MAX_ENTRIES`` and
+    ``MAX_ARCHIVE_BYTES``: a class's archive from an LMS holds many students' uploads."""
+    entries = MAX_ENTRIES if max_entries is None else max_entries
     if not source.exists() and not source.is_symlink():
         raise Unreadable(Note(Reason.MISSING, f"{source} does not exist"))
     if source.is_dir():
-        found = _folder_members(source)
+        found = _folder_members(source, entries)
     elif zipfile.is_zipfile(source) or source.suffix.lower() == ".zip":
-        found = _zip_members(source)
+        found = _zip_members(source, entries, MAX_ARCHIVE_BYTES if max_bytes is None else max_bytes)
     elif is_tar_name(source):
         found = _tar_members(source)
     else:
         info = source.lstat()
         found = [Member(source.name, _kind(info.st_mode), info.st_size)]
-    return [m for m in found if not is_clutter(m)]
+    return [m for m in found if clutter or not is_clutter(m)]
 
 
 def read(source: Path, wanted: list[Member]) -> dict[str, bytes | None]:
@@ -144,11 +149,11 @@ def escapes(name: str) -> bool:
 # folders
 
 
-def _folder_members(root: Path) -> list[Member]:
+def _folder_members(root: Path, entries: int) -> list[Member]:
     found: list[Member] = []
     for path, info in _walk(root):
-        if len(found) >= MAX_ENTRIES:
-            raise Unreadable(Note(Reason.TOO_MANY_MEMBERS, f"the folder has more than {MAX_ENTRIES} files"))
+        if len(found) >= entries:
+            raise Unreadable(Note(Reason.TOO_MANY_MEMBERS, f"the folder has more than {entries} files"))
         found.append(Member(path.relative_to(root).as_posix(), _kind(info.st_mode), info.st_size))
     return found
 
@@ -182,8 +187,8 @@ def _read_file(path: Path) -> bytes:
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError)
 
 
-def _zip_members(source: Path) -> list[Member]:
-    _check_size(source)
+def _zip_members(source: Path, entries: int, max_bytes: int) -> list[Member]:
+    _check_size(source, max_bytes)
     try:
         with zipfile.ZipFile(source) as archive:
             infos = archive.infolist()
@@ -191,8 +196,8 @@ def _zip_members(source: Path) -> list[Member]:
         raise Unreadable(Note(Reason.CORRUPT, f"the archive is corrupt ({exc})")) from None
     if not infos:
         raise Unreadable(Note(Reason.EMPTY, "the archive is empty"))
-    if len(infos) > MAX_ENTRIES:
-        raise Unreadable(Note(Reason.TOO_MANY_MEMBERS, f"the archive has more than {MAX_ENTRIES} members"))
+    if len(infos) > entries:
+        raise Unreadable(Note(Reason.TOO_MANY_MEMBERS, f"the archive has more than {entries} members"))
     return [_zip_member(info) for info in infos if not info.is_dir()]
 
 
@@ -218,11 +223,9 @@ def _read_zip(source: Path, paths: set[str]) -> dict[str, bytes]:
     return chunks
 
 
-def _check_size(source: Path) -> None:
-    if source.stat().st_size > MAX_ARCHIVE_BYTES:
-        raise Unreadable(
-            Note(Reason.ARCHIVE_TOO_LARGE, f"the archive is larger than {MAX_ARCHIVE_BYTES >> 20} MiB")
-        )
+def _check_size(source: Path, max_bytes: int) -> None:
+    if source.stat().st_size > max_bytes:
+        raise Unreadable(Note(Reason.ARCHIVE_TOO_LARGE, f"the archive is larger than {max_bytes >> 20} MiB"))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -232,7 +235,7 @@ _TAR_ERRORS = (tarfile.TarError, zlib.error, lzma.LZMAError, EOFError, OSError, 
 
 
 def _tar_members(source: Path) -> list[Member]:
-    _check_size(source)
+    _check_size(source, MAX_ARCHIVE_BYTES)
     found = [_tar_member(info) for info in _tar_pass(source, set())[0] if not info.isdir()]
     if not found:
         raise Unreadable(Note(Reason.EMPTY, "the archive is empty"))
