@@ -19,7 +19,7 @@ from grader.classroom.intake import canvas, github_classroom, gradescope, moodle
 from grader.classroom.intake.claims import Reading, class_members, write_uploads
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
-from grader.core.upload import Member, Unreadable
+from grader.core.upload import Member, Unreadable, is_clutter
 
 PLATFORMS = {
     "canvas": 'Canvas\'s "Download Submissions"',
@@ -65,8 +65,10 @@ def read_submissions(
             raise UsageError(f"{source}: --from folders takes a folder of uploads, not an archive")
         return Intake(source, platform, f"{told}: {PLATFORMS[platform]} ({source})")
     try:
-        members = _members(source)
+        listed = _members(source)
+        members = [m for m in listed if not is_clutter(m)]
         reading = _read(platform, source, members, course, exercise, due, roster)
+        reading.leftovers += [(m.path, "macOS, editor or git clutter") for m in listed if is_clutter(m)]
         folder, leftovers = write_uploads(source, reading, out)
     except Unreadable as exc:
         raise UsageError(f"{source}: {exc.note.text}") from None
@@ -80,7 +82,7 @@ def detect(source: Path) -> str:
     """The platform whose download ``source`` is; 'folders' for a plain folder of uploads."""
     if github_classroom.looks_like(source) > 0.5:
         return "classroom"
-    members = _members(source)
+    members = [m for m in _members(source) if not is_clutter(m)]
     shares = {
         "gradescope": gradescope.looks_like(members),
         "moodle": moodle.looks_like(members),
