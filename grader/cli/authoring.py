@@ -39,6 +39,10 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
     # One runner for the whole check: it keeps a rank factory per exercise, and closing ends the last one.
     with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
         for exercise in exercises:
+            if exercise.problem:  # only where no ids were given: find() refuses a broken exercise
+                console.print(labelled("FAIL", "red", f"{exercise.key} {exercise.slug}: {exercise.problem}"))
+                failed += 1
+                continue
             found = check_exercise(course=course, exercise=exercise, runner=runner, device=args.device)
             ref, stub = found.reference, found.stubs
             assert ref is not None and stub is not None  # check_exercise grades both, always
@@ -135,6 +139,9 @@ def _validate_one(
     from grader.authoring.timeouts import timeout_problems
     from grader.authoring.validate import CorpusError, validate_exercise
 
+    if exercise.problem:  # only where no ids were given: find() refuses a broken exercise
+        console.print(labelled(exercise.key, "red", exercise.problem), soft_wrap=True)
+        return {"exercise": exercise.key, "slug": exercise.slug, "problems": [exercise.problem]}
     label = f"validating {exercise.key} {exercise.slug}"
     with console.status(label) as status:
         try:
@@ -227,7 +234,7 @@ def add_stubs(commands: Subcommands) -> None:
 
 
 def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int:
-    for exercise in (e for e in course.exercises if e.files):
+    for exercise in (e for e in course.exercises if e.files and not e.problem):
         for path in write_stubs(course, exercise):
             console.print(f"wrote {path.relative_to(course.root)}", markup=False)
     return ExitCode.OK

@@ -13,6 +13,7 @@ from rich.text import Text
 from grader import SOURCE_ROOT
 from grader.core.course import Course
 from grader.core.errors import ExitCode, UsageError
+from grader.runners.devices import DEVICES
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What ``add_subparsers`` returns: each audience module adds its subcommands to it."""
@@ -62,7 +63,7 @@ def add_run_options(parser: argparse.ArgumentParser, backends: tuple[str, ...] =
     """``--device`` and ``--backend`` (one of ``backends``), for every subcommand that grades."""
     parser.add_argument(
         "--device",
-        choices=("auto", "cpu", "cuda"),
+        choices=DEVICES,
         default="auto",
         help="cpu: gloo; cuda: NCCL, one GPU per rank; auto: cuda when available",
     )

@@ -46,6 +46,8 @@ def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
 
 
 def _status(course: Course, exercise: Exercise) -> str:
+    if exercise.problem:
+        return "[red]cannot be used[/] (the warning below says why)"
     if not exercise.parts:
         return "[dim]coming soon[/]"
     last = last_result(course, exercise)
@@ -177,7 +179,7 @@ def add_hint(commands: Subcommands) -> None:
 def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
     from rich.markdown import Markdown
 
-    from grader.learner.hints import hints_for, reveal_next
+    from grader.learner.hints import hinted_part, hints_for, reveal_next
     from grader.learner.progress import ProgressStore
 
     exercise = course.find(args.id)
@@ -186,7 +188,7 @@ def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
         console.print(f"exercise {exercise.key} has no hints yet; its README.md explains the background")
         return ExitCode.OK
     store = ProgressStore()
-    part = _hint_part(args.part, exercise.key, list(ladders))
+    part = hinted_part(args.part, exercise, list(ladders))
     if part is None:
         _hint_menu(exercise.key, ladders, store.all_hints_revealed(course.title), console)
         return ExitCode.OK
@@ -201,16 +203,6 @@ def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
     again = f"grade hint {exercise.key} {part}"
     console.print(f"[dim]{f'{more} more: run `{again}` again' if more else 'that was the last hint'}[/]")
     return ExitCode.OK
-
-
-def _hint_part(asked: str | None, key: str, parts: list[str]) -> str | None:
-    """The part a `grade hint` call means: the one named, the only one, or None (show the menu)."""
-    if asked is None:
-        return parts[0] if len(parts) == 1 else None
-    name = asked.removeprefix(f"{key}.")
-    if name not in parts:
-        raise UsageError(f"exercise {key} has no hints for part {asked!r}; it has: {', '.join(parts)}")
-    return name
 
 
 def _hint_menu(key: str, ladders: dict[str, list[Hint]], seen: dict[str, int], console: Console) -> None:

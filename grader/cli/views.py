@@ -12,6 +12,7 @@ from rich.console import Console
 
 from grader.classroom.grade import BatchOutcome
 from grader.classroom.outputs.batch_files import batch_summary
+from grader.classroom.state.class_state import SET_ASIDE_DIR
 from grader.core.results import ExerciseResult, Status
 
 
@@ -66,6 +67,11 @@ def batch_report(outcome: BatchOutcome, console: Console) -> None:
     said += [f"{invalid} invalid (not graded)"] if invalid else []
     said += [f"{current} unchanged since their last run (records kept)"] if current else []
     console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True, markup=False)
+    console.print(f"staged {outcome.staged} submissions once", markup=False, highlight=False)
+    if outcome.set_aside:
+        aside = outcome.out / SET_ASIDE_DIR
+        line = f"set aside (no submission now; their records kept in {aside}): {', '.join(outcome.set_aside)}"
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     index = outcome.out / "report" / "index.html"
     if index.is_file():
         console.print(f"what the class missed: {index}", soft_wrap=True, markup=False, highlight=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
@@ -31,6 +31,10 @@ class GradeJob:
     """Grade only these parts ('02.ring_allreduce', ...); empty grades them all. The local runner only."""
     on_progress: Callable[[int, int], None] | None = None
     """Called with (tests finished, tests in all) as tests end; the local runner only."""
+    staging_notes: tuple[str, ...] | None = None
+    """What staging said of the upload, when the caller staged it already (``grade batch`` stages each upload
+    once): ``source`` is then that staged copy, and these notes replace what copying it would say (the copy
+    has lost the upload's refused members and near-miss names)."""
 
 
 def grade_job(
@@ -84,3 +88,26 @@ class Runner(Protocol):
     def close(self) -> None:
         """Let go of what the runner keeps between jobs (a spare container, a kept rank factory)."""
         ...
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the envelope: what a grading in a process of its own (a container, a batch slot) hands back, as JSON
+
+
+def graded_envelope(runner: Runner, job: GradeJob) -> dict[str, Any]:
+    """Grade ``job`` into its envelope: ``{"result": ...}`` (``ExerciseResult.to_dict``), or
+    ``{"suite_error": ...}`` when the exercise's own suite is broken."""
+    try:
+        return {"result": runner.run(job).to_dict()}
+    except SuiteError as exc:
+        return {"suite_error": str(exc)}
+
+
+def opened_envelope(payload: object) -> ExerciseResult | None:
+    """The result in an envelope of ``graded_envelope``; ``SuiteError`` for a broken suite; None when
+    ``payload`` is no envelope (the grading ended without writing one)."""
+    if isinstance(payload, dict) and "suite_error" in payload:
+        raise SuiteError(str(payload["suite_error"]))
+    if isinstance(payload, dict) and "result" in payload:
+        return ExerciseResult.from_dict(payload["result"])
+    return None
