@@ -28,7 +28,7 @@ from similarity_cases import (
 
 from grader.classroom.outputs.similarity import DEFAULT_THRESHOLD, Similarity, compare_class
 from grader.classroom.outputs.similarity_pair import MIN_SHARED
-from grader.classroom.outputs.similarity_sources import SourceKind
+from grader.classroom.outputs.similarity_sources import SourceKind, read_submissions
 from grader.classroom.outputs.similarity_tokens import tokenize
 from grader.core.course import Course
 
@@ -40,8 +40,18 @@ def stub(course: Course) -> str:
     return (course.exercise_dir(course.find("02")) / "allreduce.py").read_text()
 
 
-def compare(course: Course, folder: Path, files: dict[str, str], **options: object) -> Similarity:
-    return compare_class(course, course.find("02"), write_class(folder, files), **options)  # type: ignore[arg-type]
+def compare(
+    course: Course,
+    folder: Path,
+    files: dict[str, str],
+    *,
+    threshold: float = 0.5,
+    common_min: int | None = None,
+) -> Similarity:
+    """The class of ``files`` (student: allreduce.py's text) compared, each read back as grading stages it."""
+    exercise = course.find("02")
+    texts = read_submissions(exercise, write_class(folder, files))
+    return compare_class(course, exercise, texts, threshold=threshold, common_min=common_min)
 
 
 def score(found: Similarity, a: str, b: str) -> float:

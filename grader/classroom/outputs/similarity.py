@@ -38,9 +38,10 @@ from grader.classroom.outputs.similarity_index import (
 )
 from grader.classroom.outputs.similarity_lexer import Tokens, lexed
 from grader.classroom.outputs.similarity_pair import FileMatch, Pair, flags
-from grader.classroom.outputs.similarity_sources import SourceKind, known_sources, read_files
+from grader.classroom.outputs.similarity_sources import SourceKind, known_sources
 from grader.classroom.outputs.similarity_tokens import tokenize
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 
 DEFAULT_THRESHOLD = 0.5
 """Flag a pair when half of the two sides' own code is in common (``--threshold`` changes it)."""
@@ -80,22 +81,21 @@ class Similarity:
 def compare_class(
     course: Course,
     exercise: Exercise,
-    submissions: dict[str, Path],
+    texts: dict[str, dict[str, str]],
     *,
     threshold: float = DEFAULT_THRESHOLD,
     against: Sequence[Path] = (),
     common_min: int | None = None,
 ) -> Similarity:
-    """Compare every student's editable files with every other student's and with every known source;
-    ``submissions`` maps a student to their folder or zip (read as grading reads it: only the exercise's
-    files, no link followed)."""
+    """Compare every student's editable files with every other student's and with every known source (the
+    reference, each submission in the ``against`` paths); ``texts`` maps a student to the text of each of
+    their staged files, by name (a batch's ``Member.texts``, or ``read_submissions``)."""
     if not 0 < threshold <= 1:
-        raise ValueError(f"--threshold must be in (0, 1], got {threshold:g}")
+        raise UsageError(f"--threshold must be in (0, 1], got {threshold:g}")
     if common_min is not None and common_min < 1:
-        raise ValueError(f"--common-min must be at least 1, got {common_min}")
+        raise UsageError(f"--common-min must be at least 1, got {common_min}")
     sources = known_sources(course, exercise, against)
-    students = {student: read_files(path, exercise.files) for student, path in sorted(submissions.items())}
-    texts = {student: files for student, files in students.items() if files}
+    texts = {student: files for student, files in sorted(texts.items()) if files}
     texts |= {source.label: source.files for source in sources}
     given = sorted(course.exercise_dir(exercise).glob("*.py"))
     kinds = {source.label: source.kind for source in sources}

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import numpy.typing as npt
 
 from grader.classroom.outputs.similarity_lexer import Tokens, Unit
 
@@ -120,7 +121,7 @@ def shared_counts(prints: dict[str, dict[str, Print]]) -> Counter[tuple[str, str
 # hashing and winnowing
 
 
-def _kgram_hashes(unit: Unit) -> np.ndarray:
+def _kgram_hashes(unit: Unit) -> npt.NDArray[np.uint64]:
     """The hash of each k-gram of ``unit`` (none when it has fewer than ``K`` tokens): a polynomial over
     the tokens' own 64-bit hashes, then a 64-bit finalizer so that the smallest hashes are spread evenly."""
     count = len(unit.tokens) - K + 1
@@ -133,11 +134,12 @@ def _kgram_hashes(unit: Unit) -> np.ndarray:
     return _mix(grams)
 
 
-def _mix(h: np.ndarray) -> np.ndarray:
+def _mix(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """splitmix64's finalizer (Steele, Lea and Flood, OOPSLA 2014)."""
     h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return h ^ (h >> np.uint64(31))
+    mixed: npt.NDArray[np.uint64] = h ^ (h >> np.uint64(31))
+    return mixed
 
 
 _TOKEN_HASHES: dict[str, int] = {}
@@ -151,7 +153,7 @@ def _token_hash(token: str) -> int:
     return found
 
 
-def _winnowed(grams: np.ndarray) -> np.ndarray:
+def _winnowed(grams: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     """The positions robust winnowing keeps: in each window of ``WINDOW`` hashes, the rightmost smallest."""
     if len(grams) == 0:
         return np.zeros(0, dtype=np.int64)

@@ -14,11 +14,7 @@ shown, and for the ids in the known sources' labels.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +31,12 @@ from grader.classroom.outputs.similarity_pages import (
     pair_page_name,
 )
 from grader.classroom.outputs.similarity_pair import Pair
-from grader.classroom.outputs.similarity_sources import SourceKind
-from grader.classroom.outputs.spreadsheet import text_cell
+from grader.classroom.outputs.similarity_sources import SourceKind, read_submissions
+from grader.classroom.outputs.spreadsheet import text_cell, write_atomically, write_csv
+from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import RecordStore
 from grader.core.course import Course
+from grader.core.errors import UsageError
 from grader.core.results import Status
 
 SUBMISSIONS_FILE = "submissions-folder"
@@ -93,22 +91,39 @@ def write_similarity(
     recorded). Nothing is graded: the batch's records say who was graded, and for which exercise."""
     folder = submissions or recorded_submissions(grades)
     if folder is None:
-        raise ValueError(f"{grades} does not say where its submissions are; give --submissions DIR")
+        raise UsageError(f"{grades} does not say where its submissions are; give --submissions DIR")
     if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder of submissions")
+        raise UsageError(f"{folder}: no such folder of submissions")
     records = RecordStore(grades / "records", sweep=False).all()
     if not records:
-        raise ValueError(f"{grades}/records holds no graded submission: nothing to compare")
+        raise UsageError(f"{grades}/records holds no graded submission: nothing to compare")
     exercise = course.find(records[0].result.exercise)
     graded = {r.student for r in records if r.result.verdict is not Status.INVALID}
     found = {s.student: s.path for s in discover(folder) if s.student in graded}
+    texts = read_submissions(exercise, found)
     similarity = compare_class(
-        course, exercise, found, threshold=threshold, against=against, common_min=common_min
+        course, exercise, texts, threshold=threshold, against=against, common_min=common_min
     )
     students = sorted(r.student for r in records)
-    target = out or grades / REPORT_DIR
-    written = write_pages(similarity, target, _names(grades, students, similarity, anonymize=anonymize))
-    _write(target / SETTINGS, Settings(folder, threshold, tuple(against), common_min).to_json())
+    name = _names(grades, students, similarity, anonymize=anonymize)
+    return _report(
+        similarity, out or grades / REPORT_DIR, name, Settings(folder, threshold, tuple(against), common_min)
+    )
+
+
+def write_class_similarity(klass: ClassState, grades: Path, course: Course) -> Path:
+    """The similarity report of a batch's class (``grades/report``, the default settings): the graded
+    members' files as the batch staged them, compared (no upload is staged again)."""
+    graded = [m for m in klass.members if m.record and m.record.result.verdict is not Status.INVALID]
+    similarity = compare_class(course, klass.exercise, {m.student: m.texts() for m in graded})
+    name = _names(grades, list(klass.students), similarity, anonymize=False)
+    return _report(similarity, grades / REPORT_DIR, name, Settings(klass.submissions))
+
+
+def _report(similarity: Similarity, target: Path, name: dict[str, str], settings: Settings) -> Path:
+    """The report's pages in ``target``, and beside them what it was made with (``SETTINGS``)."""
+    written = write_pages(similarity, target, name)
+    write_atomically(target / SETTINGS, settings.to_json())
     return written
 
 
@@ -164,7 +179,7 @@ def _settings(out: Path) -> Settings | None:
 
 def record_submissions(grades: Path, submissions: Path) -> None:
     """Remember, in the batch's folder, where its submissions are."""
-    _write(grades / SUBMISSIONS_FILE, f"{submissions.resolve()}\n")
+    write_atomically(grades / SUBMISSIONS_FILE, f"{submissions.resolve()}\n")
 
 
 def recorded_submissions(grades: Path) -> Path | None:
@@ -181,15 +196,17 @@ def write_pages(similarity: Similarity, out: Path, name: dict[str, str]) -> Path
         old.unlink()  # a pair flagged last time but not now must not keep its page
     shown = code_shown(name)
     for pair in flagged:
-        _write(out / PAIRS_DIR / pair_page_name(pair, name), pair_page(pair, similarity, name, shown))
-    _write(out / CSV, _pairs_csv(flagged, similarity, name))
-    _write(out / CLUSTERS_CSV, _clusters_csv(similarity.clusters, similarity, name))
+        write_atomically(
+            out / PAIRS_DIR / pair_page_name(pair, name), pair_page(pair, similarity, name, shown)
+        )
+    write_csv(out / CSV, _pairs_csv(flagged, similarity, name))
+    write_csv(out / CLUSTERS_CSV, _clusters_csv(similarity.clusters, similarity, name))
     written = out / SIMILARITY_PAGE
-    _write(written, class_page(similarity, name))
+    write_atomically(written, class_page(similarity, name))
     return written
 
 
-def _pairs_csv(flagged: list[Pair], similarity: Similarity, name: dict[str, str]) -> str:
+def _pairs_csv(flagged: list[Pair], similarity: Similarity, name: dict[str, str]) -> list[list[str]]:
     """One row per flagged pair; names as ``text_cell`` makes them (a folder's name can start like a
     formula); ``source``: what student B is when it is a known source."""
     rows = [["student_a", "student_b", "score", "share_a", "share_b", "shared_tokens", "source", "page"]]
@@ -199,10 +216,12 @@ def _pairs_csv(flagged: list[Pair], similarity: Similarity, name: dict[str, str]
         kind = similarity.sources.get(pair.students[1])
         page = f"{PAIRS_DIR}/{pair_page_name(pair, name)}"
         rows.append([a, b, f"{pair.score:.3f}", *shares, str(pair.shared), kind.value if kind else "", page])
-    return _csv(rows)
+    return rows
 
 
-def _clusters_csv(clusters: tuple[Cluster, ...], similarity: Similarity, name: dict[str, str]) -> str:
+def _clusters_csv(
+    clusters: tuple[Cluster, ...], similarity: Similarity, name: dict[str, str]
+) -> list[list[str]]:
     """One row per cluster, largest first: its students and known sources (``; `` between them), its
     strongest pair, the share of code its students hold together, its flagged pairs."""
     rows = [["cluster", "size", "students", "sources", "reference", "strongest_a", "strongest_b"]]
@@ -215,19 +234,4 @@ def _clusters_csv(clusters: tuple[Cluster, ...], similarity: Similarity, name: d
         strongest = f"{cluster.strongest.score:.3f}"
         rows.append([str(number), str(len(cluster.members)), students, sources, reference, a, b, strongest])
         rows[-1] += [f"{cluster.together:.3f}", str(cluster.pairs)]
-    return _csv(rows)
-
-
-def _csv(rows: list[list[str]]) -> str:
-    text = io.StringIO()
-    csv.writer(text, lineterminator="\n").writerows(rows)
-    return text.getvalue()
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all: a temporary file in the same folder, then
-    ``os.replace``."""
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        tmp.write(text)
-    os.chmod(tmp.name, 0o644)  # readable as the write_text it replaces made it, not mkstemp's 0600
-    os.replace(tmp.name, path)
+    return rows

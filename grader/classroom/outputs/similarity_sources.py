@@ -9,14 +9,18 @@ is a folder or a zip in the submissions folder, named by the id.
 from __future__ import annotations
 
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
 from grader.classroom.intake.discovery import discover
+from grader.classroom.intake.platforms import read_submissions as read_uploads
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 from grader.core.submission import stage
+from grader.core.upload import is_tar_name
 
 
 class SourceKind(Enum):
@@ -35,50 +39,68 @@ class Source:
 
 
 def known_sources(course: Course, exercise: Exercise, against: Sequence[Path]) -> list[Source]:
-    """The reference, then every submission in each ``against`` path (``ValueError`` when one holds none of
+    """The reference, then every submission in each ``against`` path (``UsageError`` when one holds none of
     the exercise's files, or two sources would have the same label)."""
     solutions = course.solution_dir(exercise)
-    reference = read_files(solutions, exercise.files) if solutions.is_dir() else {}
+    reference = {n: (solutions / n).read_text() for n in exercise.files if (solutions / n).is_file()}  # ours
     sources = [Source(str(solutions.relative_to(course.root)), SourceKind.REFERENCE, reference)]
     for path in against:
-        found = _sources_in(path, exercise.files)
+        found = _sources_in(path, course, exercise)
         if not any(source.files for source in found):
             names = ", ".join(exercise.files)
-            raise ValueError(f"--against {path}: holds none of the exercise's files ({names})")
+            raise UsageError(f"--against {path}: holds none of the exercise's files ({names})")
         sources += found
     labels = [s.label for s in sources]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
-        raise ValueError(f"--against: two sources named {repeated[0]}; give each folder its own name")
+        raise UsageError(f"--against: two sources named {repeated[0]}; give each folder its own name")
     return [s for s in sources if s.files]
 
 
+def read_submissions(exercise: Exercise, submissions: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """Each student's files as grading reads them, by student and name (``read_files``)."""
+    return {student: read_files(source, exercise.files) for student, source in submissions.items()}
+
+
 def read_files(source: Path, files: tuple[str, ...]) -> dict[str, str]:
-    """The exercise's files in ``source`` (a folder or a zip), by name, read as grading reads them: only
-    those files, no link followed; those missing or refused are left out."""
+    """The exercise's files in ``source`` (a folder, an archive or a file), by name, staged as grading
+    stages them: only those files, no link followed; those missing or refused are left out."""
     with tempfile.TemporaryDirectory(prefix="distgpu-similarity-") as folder:
-        stage(source, files, Path(folder))
-        return {
-            name: (Path(folder) / name).read_text(errors="replace")
-            for name in files
-            if (Path(folder) / name).is_file()
-        }
+        staged = stage(source, files, Path(folder))
+        return {name: (Path(folder) / name).read_text(errors="replace") for name in staged.taken}
 
 
-def _sources_in(path: Path, files: tuple[str, ...]) -> list[Source]:
-    """``path`` read as ``grade batch`` reads submissions: one submission (a zip, or a folder holding the
-    exercise's files), a folder of submissions, or else a single file."""
+def _sources_in(path: Path, course: Course, exercise: Exercise) -> list[Source]:
+    """``path`` as known sources: what ``grade batch`` reads (a folder of submissions, a platform's
+    download: Canvas, Moodle, Gradescope, GitHub Classroom), or one submission (a folder holding the
+    exercise's files, an archive of them, a single file)."""
     if not path.exists():
-        raise ValueError(f"--against {path}: no such file or folder")
-    where = path.resolve()
+        raise UsageError(f"--against {path}: no such file or folder")
+    where, files = path.resolve(), exercise.files
+    single = f"{where.parent.name}/{where.name}"
     if path.is_dir() and not any((path / name).is_file() for name in files):
+        return _class_of(path, course, exercise)
+    if zipfile.is_zipfile(path) or is_tar_name(path):
+        try:
+            return _class_of(path, course, exercise)
+        except UsageError:  # in no platform's layout: one student's archive
+            return [Source(single, SourceKind.AGAINST, read_files(path, files))]
+    taken = read_files(path, files)
+    return [
+        Source(single, SourceKind.AGAINST, taken if taken or path.is_dir() else _single_file(path, files))
+    ]
+
+
+def _class_of(path: Path, course: Course, exercise: Exercise) -> list[Source]:
+    """Every submission ``grade batch`` would find in ``path``, labelled ``FOLDER/student``."""
+    with tempfile.TemporaryDirectory(prefix="distgpu-against-") as out:
+        intake = read_uploads(path, course=course, exercise=exercise, out=Path(out))
         return [
-            Source(f"{where.name}/{s.student}", SourceKind.AGAINST, read_files(s.path, files))
-            for s in discover(path)
+            Source(
+                f"{path.resolve().name}/{s.student}", SourceKind.AGAINST, read_files(s.path, exercise.files)
+            )
+            for s in discover(intake.folder)
         ]
-    if path.is_dir() or path.suffix == ".zip":
-        return [Source(f"{where.parent.name}/{where.name}", SourceKind.AGAINST, read_files(path, files))]
-    return [Source(f"{where.parent.name}/{where.name}", SourceKind.AGAINST, _single_file(path, files))]
 
 
 def _single_file(path: Path, files: tuple[str, ...]) -> dict[str, str]:
@@ -88,7 +110,7 @@ def _single_file(path: Path, files: tuple[str, ...]) -> dict[str, str]:
     elif len(files) == 1:
         name = files[0]
     else:
-        raise ValueError(
+        raise UsageError(
             f"--against {path}: name the file as one of the exercise's files ({', '.join(files)})"
         )
     return {name: path.read_text(errors="replace")}
