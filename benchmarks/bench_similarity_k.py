@@ -26,18 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from similarity_cases import (  # noqa: E402
-    CAROL_RING,
-    DAVE_RING,
-    ERIN_DOUBLING,
-    HEAP_TREE,
-    REFERENCE,
-    STUB,
-    VALIDITY,
-    disguise,
-    fill,
-    write_class,
-)
+import similarity_cases as cases  # noqa: E402
 
 from grader.classroom.outputs import similarity_index  # noqa: E402
 from grader.classroom.outputs.similarity import Similarity, compare_class  # noqa: E402
@@ -53,7 +42,7 @@ INDEPENDENT = [
 
 def padded(source: str, every: int, line: str) -> str:
     """The disguised copy of ``source`` with ``line`` after every ``every``-th statement of each function."""
-    tree = ast.parse(disguise(source))
+    tree = ast.parse(cases.disguise(source))
     for function in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
         body: list[ast.stmt] = []
         for number, statement in enumerate(function.body, start=1):
@@ -65,18 +54,20 @@ def padded(source: str, every: int, line: str) -> str:
 
 
 def the_class() -> dict[str, str]:
-    reference, stub = REFERENCE.read_text(), STUB.read_text()
+    reference, stub = cases.REFERENCE.read_text(), cases.STUB.read_text()
     files = {
-        "disguised": disguise(reference),
+        "disguised": cases.disguise(reference),
         "unused every 4": padded(reference, 4, "unused_{number} = {number}"),
         "print every 4": padded(reference, 4, "print({number})"),
         "print every 2": padded(reference, 2, "print({number})"),
-        "carol": fill(stub, "ring_allreduce", CAROL_RING),
-        "dave": fill(stub, "ring_allreduce", DAVE_RING),
-        "erin": fill(stub, "recursive_doubling_allreduce", ERIN_DOUBLING),
-        "gus": fill(stub, "binary_tree", HEAP_TREE),
+        "carol": cases.fill(stub, "ring_allreduce", cases.CAROL_RING),
+        "dave": cases.fill(stub, "ring_allreduce", cases.DAVE_RING),
+        "erin": cases.fill(stub, "recursive_doubling_allreduce", cases.ERIN_DOUBLING),
+        "gus": cases.fill(stub, "binary_tree", cases.HEAP_TREE),
     }
-    return files | {case.name: (case / "allreduce.py").read_text() for case in sorted(VALIDITY.iterdir())}
+    return files | {
+        case.name: (case / "allreduce.py").read_text() for case in sorted(cases.VALIDITY.iterdir())
+    }
 
 
 def score(found: Similarity, a: str, b: str) -> float:
@@ -93,7 +84,7 @@ def main() -> None:
     exercise = course.find("02")
     files = the_class()
     with tempfile.TemporaryDirectory(prefix="bench-similarity-k-") as folder:
-        texts = read_submissions(exercise, write_class(Path(folder), files))
+        texts = read_submissions(exercise, cases.write_class(Path(folder), files))
     independent = [s for s in files if s not in COPIES]
     print(
         "| k, window | "
