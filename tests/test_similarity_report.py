@@ -176,7 +176,7 @@ def test_grade_similarity_against_known_sources_on_a_graded_batch_and_grade_repo
     said = capsys.readouterr().out
     assert "3 cluster(s), 5 pair(s) to look at (a reason to look, never a verdict)" in said
     found = {(r["student_a"], r["student_b"], r["source"]) for r in rows(tmp_path / "o" / "similarity.csv")}
-    assert {("carol", "2024/zed", "against"), ("dave", "forum/leak.py", "against")} <= found
+    assert {("carol", "2024/zed", "against-student"), ("dave", "forum/leak.py", "against")} <= found
     assert (
         "2 from <code>2024/</code>; 1 from <code>forum/</code>"
         in (tmp_path / "o" / "similarity.html").read_text()
@@ -194,6 +194,7 @@ def test_grade_similarity_against_known_sources_on_a_graded_batch_and_grade_repo
     assert cli.main([*argv, "report", str(grades), "--html", str(tmp_path / "o"), "--anonymize"]) == 0
     text = (tmp_path / "o" / "similarity.csv").read_text()
     assert f"2024/{pseudonyms(grades, ['zed'])['zed']}" in text and "zed" not in text and "carol" not in text
+    assert "forum/leak.py" in text  # not a student's id
     # ...or, the submissions gone, removes it rather than leave other names linked from the class page.
     subs.rename(tmp_path / "moved")
     assert cli.main([*argv, "report", str(grades)]) == 0

@@ -105,7 +105,11 @@ def _sources(similarity: Similarity) -> str:
 
 def _who(similarity: Similarity, name: dict[str, str]) -> Callable[[str], str]:
     """HTML naming one side: its shown name, and what it is when it is a known source."""
-    marks = {SourceKind.REFERENCE: "the reference", SourceKind.AGAINST: "known source"}
+    marks = {
+        SourceKind.REFERENCE: "the reference",
+        SourceKind.AGAINST: "known source",
+        SourceKind.AGAINST_STUDENT: "known source",
+    }
 
     def shown(side: str) -> str:
         kind = similarity.sources.get(side)

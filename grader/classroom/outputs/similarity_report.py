@@ -128,11 +128,11 @@ def _report(similarity: Similarity, target: Path, name: dict[str, str], settings
 
 
 def _names(grades: Path, students: list[str], similarity: Similarity, *, anonymize: bool) -> dict[str, str]:
-    """How each side is shown: students and the ids in ``--against`` labels by pseudonym under
-    ``anonymize``; the reference by its label."""
+    """How each side is shown: students, and the students of an ``--against`` folder in their labels, by
+    pseudonym under ``anonymize``; the other sources by their labels."""
     if not anonymize:
         return {who: who for who in [*students, *similarity.sources]}
-    against = [label for label, kind in similarity.sources.items() if kind is SourceKind.AGAINST]
+    against = [label for label, kind in similarity.sources.items() if kind is SourceKind.AGAINST_STUDENT]
     ids = {label: label.rpartition("/")[2] for label in against}
     name = pseudonyms(grades, [*students, *ids.values()])
     shown = {label: f"{label.rpartition('/')[0]}/{name[ids[label]]}" for label in against}

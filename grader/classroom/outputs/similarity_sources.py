@@ -27,7 +27,10 @@ class SourceKind(Enum):
     REFERENCE = "reference"
     """The course's own solution: a match with it is reported as such."""
     AGAINST = "against"
-    """Named with ``--against``."""
+    """Named with ``--against``: a single file or submission (``forum/leak.py``)."""
+    AGAINST_STUDENT = "against-student"
+    """A submission in a folder or download named with ``--against``: its label ends with a student's id
+    (``2024/alice``), which ``--anonymize`` replaces."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,9 @@ def _class_of(path: Path, course: Course, exercise: Exercise) -> list[Source]:
         intake = read_uploads(path, course=course, exercise=exercise, out=Path(out))
         return [
             Source(
-                f"{path.resolve().name}/{s.student}", SourceKind.AGAINST, read_files(s.path, exercise.files)
+                f"{path.resolve().name}/{s.student}",
+                SourceKind.AGAINST_STUDENT,
+                read_files(s.path, exercise.files),
             )
             for s in discover(intake.folder)
         ]
