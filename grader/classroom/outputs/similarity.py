@@ -34,7 +34,7 @@ from grader.classroom.outputs.similarity_index import (
     covered_lines,
     every_kgram,
     fingerprint,
-    shared_counts,
+    pairs_sharing,
 )
 from grader.classroom.outputs.similarity_lexer import Tokens, lexed
 from grader.classroom.outputs.similarity_pair import FileMatch, Pair, flags
@@ -191,10 +191,10 @@ class _Prints:
 
     def candidates(self) -> list[tuple[str, str]]:
         """The pairs sharing any fingerprint, a student first; never two sources."""
-        found = set(shared_counts(self._parsed()))
+        found = pairs_sharing(self._parsed())
         if self.lexed:
             unparsed = {who for who, files in self.trees.items() if not all(p.parsed for p in files.values())}
-            found |= {pair for pair in shared_counts(self.lexed) if unparsed & set(pair)}
+            found |= {pair for pair in pairs_sharing(self.lexed) if unparsed & set(pair)}
         pairs = {(b, a) if a in self.sources else (a, b) for a, b in found}
         return sorted((a, b) for a, b in pairs if a not in self.sources)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -102,19 +102,19 @@ def covered_lines(print_: Print, hashes: Iterable[int]) -> set[int]:
     return lines
 
 
-def shared_counts(prints: dict[str, dict[str, Print]]) -> Counter[tuple[str, str]]:
-    """For every two holders that share at least one fingerprint of a file of the same name, how many: the
-    index (fingerprint -> holders) gives them without comparing every holder with every other."""
+def pairs_sharing(prints: dict[str, dict[str, Print]]) -> set[tuple[str, str]]:
+    """Every two holders that share at least one fingerprint of a file of the same name, in name order:
+    the index (fingerprint -> holders) gives them without comparing every holder with every other."""
     holders: dict[tuple[str, int], list[str]] = defaultdict(list)
     for holder in sorted(prints):
         for name, print_ in prints[holder].items():
             for h in print_.hashes:
                 holders[name, h].append(holder)
-    counts: Counter[tuple[str, str]] = Counter()
+    pairs: set[tuple[str, str]] = set()
     for group in holders.values():
         if len(group) > 1:
-            counts.update(itertools.combinations(group, 2))
-    return counts
+            pairs.update(itertools.combinations(group, 2))
+    return pairs
 
 
 # ---------------------------------------------------------------------------------------------------------
