@@ -93,7 +93,7 @@ class Timeline:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON values; each call as a list in ``Call``'s field order (a timeline may hold thousands)."""
-        data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        data = {name: getattr(self, name) for name in self.__slots__}
         data["calls"] = [[getattr(c, name) for name in Call.__slots__] for c in self.calls]
         data["groups"] = [[g.name, list(g.members)] for g in self.groups]
         data["stuck"] = [list(s) for s in self.stuck]

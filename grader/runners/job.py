@@ -29,6 +29,9 @@ class GradeJob:
     """Grade only these parts ('02.ring_allreduce', ...); empty grades them all. The local runner only."""
     on_progress: Callable[[int, int], None] | None = None
     """Called with (tests finished, tests in all) as tests end; the local runner only."""
+    trace: bool = False
+    """Keep the space-time timeline of every multi-rank test, passed ones too, whole (``--trace``); the
+    local runner only."""
 
 
 def grade_job(
