@@ -50,12 +50,14 @@ def batch_grade(
     on_result: Callable[[str, ExerciseResult], None],
     pool: BatchPool | None = None,
     shuffle: int | None = None,
+    diagrams: bool = True,
 ) -> BatchOutcome:
     """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
     gradebook, CSV, results.json, PNG. An upload that cannot be graded gets an ``invalid`` record without
     reaching the pool. Only this process writes the gradebook and the reports. The submissions are graded
     in name order, or in the order ``random.Random(shuffle)`` gives them when ``shuffle`` is a seed (a
-    grade must not depend on what was graded before or beside it; ``benchmarks/bench_determinism.py``)."""
+    grade must not depend on what was graded before or beside it; ``benchmarks/bench_determinism.py``).
+    ``diagrams``: write each student's space-time diagrams beside their report page."""
     pool = pool or LocalPool()
     found = discover(submissions)
     store = RecordStore(out / "records")
@@ -73,7 +75,7 @@ def batch_grade(
     warning = None
     if records:
         warning = _similarity(out, plan.course, submissions)  # first: the class page links to it
-        write_report(out, deadline=plan.exercise.deadline)
+        write_report(out, deadline=plan.exercise.deadline, diagrams=diagrams)
     return BatchOutcome(records, [p.submission.student for p in todo], out, warning)
 
 

@@ -27,10 +27,12 @@ def grade_exercise(
     device: str,
     part: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    trace: bool = False,
 ) -> ExerciseResult:
     """Grade the student's folder, a submission (folder or zip) or, with ``solution``, the reference.
 
-    ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. Grading the student's own
+    ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone; ``trace`` keeps the timeline
+    of every multi-rank test, passed ones too (``--trace``). Grading the student's own
     folder remembers the result for ``grade list`` and adds an attempt to their progress store; a store
     that fails adds a note to the result instead of failing the grade.
     """
@@ -42,6 +44,7 @@ def grade_exercise(
         device=device,
         part=part,
         on_progress=on_progress,
+        trace=trace,
     )
     result = runner.run(job)
     if not solution and submission is None:

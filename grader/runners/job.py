@@ -43,10 +43,12 @@ def grade_job(
     device: str,
     part: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    trace: bool = False,
 ) -> GradeJob:
     """The job that grades the student's folder, a submission (folder or zip) or, with ``solution``, the
-    reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. ``ValueError``
-    for an exercise without graded parts, ``KeyError`` for an unknown part."""
+    reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone; ``trace`` keeps
+    every multi-rank test's timeline. ``ValueError`` for an exercise without graded parts, ``KeyError``
+    for an unknown part."""
     if not exercise.parts:
         raise ValueError(f"exercise {exercise.key} ({exercise.slug}) has no graded parts yet")
     part_id = resolve_part(exercise, part) if part is not None else None
@@ -65,6 +67,7 @@ def grade_job(
         device=device,
         parts=(part_id,) if part_id else (),
         on_progress=on_progress,
+        trace=trace,
     )
 
 

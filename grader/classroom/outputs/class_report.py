@@ -11,6 +11,7 @@ in the grades folder, so that the same student keeps the same pseudonym from one
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -23,7 +24,9 @@ from typing import Any
 
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
 from grader.classroom.state.records import Record, RecordStore
+from grader.core.diagrams.files import write_diagrams
 from grader.core.results import Status
+from grader.core.timeline import Timeline
 
 SALT_FILE = ".pseudonym-salt"
 REPORT_DIR = "report"
@@ -49,10 +52,17 @@ document.querySelectorAll("table.sortable th").forEach((th, col) => th.addEventL
 
 
 def write_report(
-    grades: Path, out: Path | None = None, *, deadline: datetime | None = None, anonymize: bool = False
+    grades: Path,
+    out: Path | None = None,
+    *,
+    deadline: datetime | None = None,
+    anonymize: bool = False,
+    diagrams: bool = True,
 ) -> Path:
     """Read ``grades`` (a batch's folder: records/, reference/), write the report into ``out`` (default
-    ``grades/report``); return the class page's path. ``deadline``: what makes a submission late."""
+    ``grades/report``); return the class page's path. ``deadline``: what makes a submission late.
+    ``diagrams``: each student's space-time diagrams, in ``students/<student>/diagrams/``, linked from their
+    page (off: none, and none left from an earlier report)."""
     out = out or grades / REPORT_DIR
     records = RecordStore(grades / "records", sweep=False).all()
     if not records:
@@ -66,8 +76,13 @@ def write_report(
     )
     (out / "students").mkdir(parents=True, exist_ok=True)
     for record in analysis.records:
-        html = _student_page(record, analysis, name)
-        (out / "students" / f"{slug(name[record.student])}.html").write_text(html)
+        who = slug(name[record.student])
+        timelines = record.result.timelines if diagrams else ()
+        written = write_diagrams(
+            _hidden(timelines, record.student, name[record.student]), out / "students" / who / "diagrams"
+        )
+        html = _student_page(record, analysis, name, [f"{who}/diagrams/{p.name}" for p in written.pages])
+        (out / "students" / f"{who}.html").write_text(html)
     index = out / "index.html"
     index.write_text(_class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
     return index
@@ -223,7 +238,14 @@ def _students_table(a: ClassAnalysis, name: dict[str, str]) -> str:
 # a student's page
 
 
-def _student_page(record: Record, a: ClassAnalysis, name: dict[str, str]) -> str:
+def _hidden(timelines: tuple[Timeline, ...], student: str, who: str) -> tuple[Timeline, ...]:
+    """The timelines with the student's id replaced by ``who`` in what they quote (the test's message)."""
+    if who == student:
+        return timelines
+    return tuple(dataclasses.replace(t, verdict=t.verdict.replace(student, who)) for t in timelines)
+
+
+def _student_page(record: Record, a: ClassAnalysis, name: dict[str, str], diagrams: list[str]) -> str:
     result, who = record.result, name[record.student]
 
     def hide(text: str) -> str:
@@ -256,10 +278,21 @@ def _student_page(record: Record, a: ClassAnalysis, name: dict[str, str]) -> str
         _table(["part", "test", "concept", "status", "score", "of"], tests),
         "<h2>Failures</h2>",
         *(failures or ["<p>None.</p>"]),
+        "<h2>Space-time diagrams</h2>",
+        _diagram_links(diagrams),
         "<h2>Files graded</h2>",
         _table(["file", "sha256"], files) if files else "<p>Not recorded for this submission.</p>",
     ]
     return page(f"{who}: exercise {result.exercise}", sections)
+
+
+def _diagram_links(pages: list[str]) -> str:
+    """Links to the student's diagram pages (relative to their page), or why there are none."""
+    if not pages:
+        return "<p>None: no multi-rank test failed after its ranks ran, or diagrams are off.</p>"
+    items = "".join(f'<li><a href="{escape(p)}">{escape(Path(p).stem)}</a></li>' for p in pages)
+    lead = "<p>What each rank sent, received and waited for in a failing test (diagnostics).</p>"
+    return f"{lead}<ul>{items}</ul>"
 
 
 # ---------------------------------------------------------------------------------------------------------
