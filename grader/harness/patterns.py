@@ -52,8 +52,10 @@ class Traffic:
             return call.group_peer
         return self.members.index(call.peer) if call.peer in self.members else None
 
-    def who(self, rank: int) -> str:
+    def who(self, rank: int | None) -> str:
         """'rank 2' in the whole world; 'group rank 2 (rank 5)' in a sub-group."""
+        if rank is None or not 0 <= rank < self.size:
+            return "an unknown rank" if rank is None else "a rank outside the group"
         return f"rank {rank}" if self.whole_world else f"group rank {rank} (rank {self.members[rank]})"
 
     def at(self, rank: int, call: Call, text: str) -> Departure:
@@ -161,12 +163,12 @@ class Peers:
             if got is None:
                 continue
             if got not in ok:
-                ranks = " or ".join(f"rank {a}" for a in sorted(ok))
-                return traffic.at(
-                    r, call, f"step {k}: {traffic.who(r)} {did} rank {got}; {self.name} {does} {ranks}"
-                )
+                ranks = " or ".join(traffic.who(a) for a in sorted(ok))
+                text = f"step {k}: {traffic.who(r)} {did} {traffic.who(got)}; {self.name} {does} {ranks}"
+                return traffic.at(r, call, text)
             if self.each_once and got in seen:
-                text = f"step {k}: {traffic.who(r)} {did} rank {got} again; {self.name} {does} each rank once"
+                again = f"{traffic.who(got)} again"
+                text = f"step {k}: {traffic.who(r)} {did} {again}; {self.name} {does} each rank once"
                 return traffic.at(r, call, text)
             seen.add(got)
         return None
@@ -189,8 +191,8 @@ class Ring:
         r, to = traffic.members.index(first.rank), traffic.peer(first)
         d = self.direction or (1 if to == (r + 1) % p else -1 if to == (r - 1) % p else None)
         if d is None:
-            either = f"rank {(r + 1) % p} or rank {(r - 1) % p}"
-            text = f"step 0: {traffic.who(r)} sent to rank {to}; {self.name} sends to {either}"
+            either = f"{traffic.who((r + 1) % p)} or {traffic.who((r - 1) % p)}"
+            text = f"step 0: {traffic.who(r)} sent to {traffic.who(to)}; {self.name} sends to {either}"
             return traffic.at(r, first, text)
         step = d
 
@@ -230,7 +232,7 @@ class FromRoot:
         early = next((c for c in sends if c.start < arrived), None)
         if early is not None:
             text = (
-                f"step 0: {who} sent to rank {traffic.peer(early)} before its message arrived; "
+                f"step 0: {who} sent to {traffic.who(traffic.peer(early))} before its message arrived; "
                 f"{self.name} forwards only what it has received"
             )
             return traffic.at(r, early, text)
@@ -273,7 +275,7 @@ class ToRoot:
         late = next((c for c in recvs if c.start > sends[0].start), None)
         if late is not None:
             text = (
-                f"{who} received from rank {traffic.peer(late)} after it sent its partial sum; "
+                f"{who} received from {traffic.who(traffic.peer(late))} after it sent its partial sum; "
                 f"{self.name} sends once everything has arrived"
             )
             return traffic.at(r, late, text)
