@@ -154,8 +154,10 @@ def chromium(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-CONSOLE = re.compile(r":CONSOLE\(\d+\)\]|Uncaught ")
-"""How headless Chromium logs a page's console message to stderr (with --enable-logging=stderr)."""
+CONSOLE = re.compile(r":CONSOLE[:(]\d+")
+"""How headless Chromium logs a page's console message (and an uncaught error) to stderr with
+--enable-logging=stderr: ``INFO:CONSOLE:1] "planted", source: file:///...`` (``CONSOLE(1)`` before
+Chromium 120 or so)."""
 
 
 def console_messages(page: Path) -> list[str]:
