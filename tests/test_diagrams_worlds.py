@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from grader import cli
+from grader.core.course import Course
 from grader.core.diagrams.chrome import chrome_trace
 from grader.core.diagrams.page import html_page
 from grader.core.timeline import Timeline
@@ -179,3 +181,25 @@ def test_the_deadlock_page_opens_in_a_real_browser_without_console_errors(
     assert shot.stat().st_size > 10_000
     if os.environ.get("DISTGPU_SCREENSHOT"):  # a picture of this page, for a look
         shutil.copyfile(shot, os.environ["DISTGPU_SCREENSHOT"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# grade exercise
+
+
+def test_grade_exercise_writes_diagrams_to_the_state_folder_and_prints_the_first(
+    toy_course: Course, state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--course", str(toy_course.root / "course.yml"), "exercise", "toy", "-k", "allreduce"]
+    wrong = ["--submission", str(Path(__file__).parent / "fixtures" / "submissions" / "wrong")]
+    assert cli.main([*argv, *wrong, "--trace"]) == 1
+    out = capsys.readouterr().out
+    folder = state_dir / "diagrams" / "01_toy"
+    assert f"space-time diagram(s) and Chrome traces in {folder}" in out.replace("\n", "")
+    assert "space-time: test_two_ranks[2ranks]" in out and "  rank 0 | ->1 <-1 w->1" in out
+    pages = sorted(folder.glob("*.html"))
+    assert any("test_message_count" in p.name for p in pages), "--trace draws passing tests too"
+    for trace in folder.glob("*.trace.json"):
+        check_trace_events(json.loads(trace.read_text()))
+    assert cli.main([*argv, *wrong, "--no-diagram"]) == 1
+    assert "space-time" not in capsys.readouterr().out
