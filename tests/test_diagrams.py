@@ -291,3 +291,10 @@ def test_a_result_carries_its_timelines_through_json() -> None:
     )
     assert ExerciseResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
     assert re.search(r'"calls": \[\[0, 0, "isend"', json.dumps(result.to_dict()))
+
+
+def test_a_rank_a_hang_stopped_short_is_not_a_departure_but_one_that_finished_short_is() -> None:
+    stopped = ring_calls(3, 2) + [call(r, 4, "recv", (r - 1) % 3, 9.0, None) for r in range(3)]
+    assert first_departure(ring(messages=4), timeline(stopped, 3)) is None
+    found = first_departure(ring(messages=4), timeline(ring_calls(3, 2), 3))
+    assert found is not None and found.text == "rank 0 sent 2 message(s); a ring sends 4 per rank"

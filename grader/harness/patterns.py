@@ -110,8 +110,13 @@ def _count(messages: Count, size: int) -> int | None:
     return messages(size) if callable(messages) else messages
 
 
+def _stopped(traffic: Traffic, r: int) -> bool:
+    """Whether rank ``r`` was stopped inside a call (a hang): it never came to its remaining messages."""
+    return any(c.end is None for c in (*traffic.sends[r], *traffic.recvs[r]))
+
+
 def _too_many_or_few(traffic: Traffic, name: str, messages: Count) -> Departure | None:
-    """Where a rank sends more messages than ``messages``, or ends with fewer."""
+    """Where a rank sends more messages than ``messages``, or ends with fewer (not one a hang stopped)."""
     want = _count(messages, traffic.size)
     if want is None:
         return None
@@ -120,7 +125,7 @@ def _too_many_or_few(traffic: Traffic, name: str, messages: Count) -> Departure 
         if len(sends) > want:
             text = f"step {want}: {traffic.who(r)} sent one message more; {name} sends {want} per rank"
             found.append(traffic.at(r, sends[want], text))
-        elif len(sends) < want:
+        elif len(sends) < want and not _stopped(traffic, r):
             text = f"{traffic.who(r)} sent {len(sends)} message(s); {name} sends {want} per rank"
             found.append(traffic.after_last(r, text))
     return _earliest(found)
