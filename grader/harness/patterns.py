@@ -211,17 +211,26 @@ class Ring:
 
 
 @dataclass(frozen=True)
-class FromRoot:
-    """A broadcast: the root receives nothing; every other rank receives once, before it sends anything."""
+class _Rooted:
+    """A pattern around a root, checked rank by rank: the earliest of each rank's first departure."""
 
     root: int
+    """A group rank."""
+
+    def departure(self, traffic: Traffic) -> Departure | None:
+        return _earliest([self._rank(traffic, r) for r in range(traffic.size)])
+
+    def _rank(self, traffic: Traffic, r: int) -> Departure | None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class FromRoot(_Rooted):
+    """A broadcast: the root receives nothing; every other rank receives once, before it sends anything."""
 
     @property
     def name(self) -> str:
         return f"a broadcast from rank {self.root}"
-
-    def departure(self, traffic: Traffic) -> Departure | None:
-        return _earliest([self._rank(traffic, r) for r in range(traffic.size)])
 
     def _rank(self, traffic: Traffic, r: int) -> Departure | None:
         sends, recvs, who = traffic.sends[r], traffic.recvs[r], traffic.who(r)
@@ -249,17 +258,12 @@ class FromRoot:
 
 
 @dataclass(frozen=True)
-class ToRoot:
+class ToRoot(_Rooted):
     """A reduce: the root sends nothing; every other rank sends once, after everything it adds has arrived."""
-
-    root: int
 
     @property
     def name(self) -> str:
         return f"a reduce to rank {self.root}"
-
-    def departure(self, traffic: Traffic) -> Departure | None:
-        return _earliest([self._rank(traffic, r) for r in range(traffic.size)])
 
     def _rank(self, traffic: Traffic, r: int) -> Departure | None:
         sends, recvs, who = traffic.sends[r], traffic.recvs[r], traffic.who(r)

@@ -37,11 +37,12 @@ def html_page(timeline: Timeline) -> str:
         _facts(timeline),
         f"<pre>{escape(timeline.verdict)}</pre>" if timeline.verdict else "",
         _expected(timeline),
-        _hang(timeline, stuck),
-        _list("Messages without a match", [m.story() for m in found if not m.matched]),
-        _list("Collectives the ranks did not all make", [s for c in together if (s := c.story())]),
+        _deadlock(stuck),
         diagram(timeline, found, together, stuck),
         _legend(timeline),
+        _hang(stuck),
+        _list("Messages without a match", [m.story() for m in found if not m.matched]),
+        _list("Collectives the ranks did not all make", [s for c in together if (s := c.story())]),
         _list("About this recording", _notes(timeline)),
     ]
     body = "\n".join(s for s in sections if s)
@@ -72,7 +73,18 @@ def _expected(timeline: Timeline) -> str:
     )
 
 
-def _hang(timeline: Timeline, stuck: list[Blocked]) -> str:
+def _deadlock(stuck: list[Blocked]) -> str:
+    cycle = deadlock(stuck)
+    if not cycle:
+        return ""
+    chain = f"rank {cycle[0]} waits for " + ", which waits for ".join(
+        f"rank {r}" for r in [*cycle[1:], cycle[0]]
+    )
+    return f'<p class="stuck-line"><strong>Deadlock:</strong> {escape(chain)}.</p>'
+
+
+def _hang(stuck: list[Blocked]) -> str:
+    """Each stuck rank: the call it is in, and where the hang verdict says it waits."""
     if not stuck:
         return ""
     lines = [
@@ -80,14 +92,7 @@ def _hang(timeline: Timeline, stuck: list[Blocked]) -> str:
         f"<br><small>the hang verdict: {escape(b.place)}</small></li>"
         for b in stuck
     ]
-    cycle = deadlock(stuck)
-    lead = ""
-    if cycle:
-        chain = f"rank {cycle[0]} waits for " + ", which waits for ".join(
-            f"rank {r}" for r in [*cycle[1:], cycle[0]]
-        )
-        lead = f'<p class="stuck-line"><strong>Deadlock:</strong> {escape(chain)}.</p>'
-    return f"<h2>Where each rank was stuck</h2>{lead}<ul>{''.join(lines)}</ul>"
+    return f"<h2>Where each rank was stuck</h2><ul>{''.join(lines)}</ul>"
 
 
 def _list(title: str, items: list[str]) -> str:
