@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import pytest
 from grader import cli
 from grader.cli.parser import build_parser
 from grader.core.course import Course
+from grader.core.errors import ExitCode
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "course" / "course.yml")
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
@@ -84,6 +86,7 @@ def test_flags_are_frozen() -> None:
         "list": ["--help", "-h"],
         "exercise": [
             "--backend",
+            "--concept",
             "--device",
             "--help",
             "--json",
@@ -129,7 +132,20 @@ def test_flags_are_frozen() -> None:
             "--workers",
             "-h",
         ],
-        "export": ["--canvas", "--csv", "--gradebook", "--help", "--moodle", "--roster", "-h"],
+        "export": [
+            "--canvas",
+            "--column",
+            "--csv",
+            "--exercise",
+            "--gradebook",
+            "--help",
+            "--match",
+            "--missing",
+            "--moodle",
+            "--moodle-gradebook",
+            "--roster",
+            "-h",
+        ],
         "report": ["--anonymize", "--help", "--html", "-h"],
         "similarity": ["--anonymize", "--help", "--html", "--submissions", "--threshold", "-h"],
         "release": ["--help", "-h"],
@@ -206,7 +222,7 @@ def test_image_build_without_a_registry_names_the_offline_route(capsys: pytest.C
     from docker_support import require_docker_engine
 
     require_docker_engine()
-    assert grade("image", "build", "--base", "distgpu-test/no-such-base:1") == 2
+    assert grade("image", "build", "--base", "distgpu-test/no-such-base:1") == ExitCode.ENVIRONMENT_FAILURE
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("building the cpu image") and len(lines) == 2, lines
     assert "distgpu-test/no-such-base:1 is not here and cannot be pulled" in lines[1]
@@ -279,3 +295,15 @@ def test_setup_keeps_one_stamp_that_serves_every_extras_combination(tmp_path: Pa
     assert not setup("") and setup("instructor")
     stamp.unlink()
     assert setup("")
+
+
+def test_version_names_the_grader_and_the_course(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["--course", FIXTURE, "--version"])
+    assert ended.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"grade (distgpu) {importlib.metadata.version('distgpu')}"
+    assert lines[1] == f"course: Fixture course, version not given ({FIXTURE})"
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])  # the course found upwards: the repository's, which gives its version
+    assert "course: Distributed GPU Systems, version 1.0 (" in capsys.readouterr().out

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.course import Course, CourseConfigError, load_course
+from grader.core.errors import UsageError
 
 GOOD = """\
 course: Tiny
@@ -32,8 +33,9 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def error_of(tmp_path: Path, text: str) -> str:
+    """The error of course.yml itself, or else of its exercise 01 (which stands alone)."""
     with pytest.raises(CourseConfigError) as info:
-        load_course(write(tmp_path, text))
+        load_course(write(tmp_path, text)).find("01")
     return str(info.value)
 
 
@@ -86,7 +88,10 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_not_yaml(tmp_path: Path) -> None:
-    assert error_of(tmp_path, "course: [unclosed").startswith("course.yml: not valid YAML")
+    assert error_of(tmp_path, "course: [unclosed") == (
+        "course.yml:1: not valid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow "
+        "sequence at line 1)"
+    )
 
 
 @pytest.mark.parametrize("ref", ["2", "02", "ring_tree"])
@@ -95,10 +100,16 @@ def test_exercise_resolves_by_number_or_slug(course: Course, ref: str) -> None:
 
 
 def test_unknown_exercise_suggests_slug(course: Course) -> None:
-    with pytest.raises(KeyError, match="did you mean 'ring_tree'"):
+    with pytest.raises(UsageError, match="did you mean 'ring_tree'"):
         course.find("ring_trees")
 
 
 def test_course_has_all_25_exercises_numbered_in_order(course: Course) -> None:
     assert [e.number for e in course.exercises] == list(range(1, 26))
     assert [s.number for s in course.sections] == [1, 2, 3, 4, 5]
+
+
+def test_every_exercise_of_the_course_is_whole(course: Course) -> None:
+    """A broken exercise stands alone (the loader keeps its problem for the commands that need it), so the
+    course's own exercises are checked here."""
+    assert {e.key: e.problem for e in course.broken} == {}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.classroom.batch import (
@@ -14,15 +15,21 @@ from grader.classroom.batch import (
     PendingGrade,
     set_aside_invalid,
 )
-from grader.classroom.intake.discovery import Submission, discover
+from grader.classroom.intake.discovery import Submission
 from grader.classroom.local_pool import LocalPool
 from grader.classroom.outputs.batch_files import write_batch_outputs
-from grader.classroom.outputs.class_report import REPORT_DIR, write_report
-from grader.classroom.outputs.similarity_report import record_submissions, remove_similarity, write_similarity
-from grader.classroom.state.gradebook import open_gradebook
+from grader.classroom.outputs.class_report import REPORT_DIR, write_class_report
+from grader.classroom.outputs.similarity_report import (
+    record_submissions,
+    remove_similarity,
+    write_class_similarity,
+)
+from grader.classroom.state.class_state import STAGED_DIR, ClassState, read_class, set_aside_absent
+from grader.classroom.state.gradebook import open_gradebook, remove_submissions_except
 from grader.classroom.state.gradebook import record as record_grade
-from grader.classroom.state.records import Record, RecordStore, keyed_files, suite_hash
+from grader.classroom.state.records import Record, RecordStore, reference_key, suite_hash
 from grader.core.course import Course
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
 
@@ -33,6 +40,10 @@ class BatchOutcome:
     graded: list[str]
     """Students graded in this run (the others had a current record)."""
     out: Path
+    staged: int
+    """Uploads staged in this run: each once (``ClassState.stagings``)."""
+    set_aside: list[str] = field(default_factory=list)
+    """Students with a record and no submission now: their records moved to ``OUT/set-aside``."""
     warning: str | None = None
     """One line to show: the similarity report could not be written (the grades and the other reports
     were)."""
@@ -53,47 +64,90 @@ def batch_grade(
     diagrams: bool = True,
 ) -> BatchOutcome:
     """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
-    gradebook, CSV, results.json, PNG. An upload that cannot be graded gets an ``invalid`` record without
-    reaching the pool. Only this process writes the gradebook and the reports. The submissions are graded
-    in name order, or in the order ``random.Random(shuffle)`` gives them when ``shuffle`` is a seed (a
-    grade must not depend on what was graded before or beside it; ``benchmarks/bench_determinism.py``).
-    ``diagrams``: write each student's space-time diagrams beside their report page."""
+    gradebook, CSV, results.json, PNG. The class is read once (``read_class``: each upload staged once,
+    each record read once) and every step below takes it. An upload that cannot be graded gets an
+    ``invalid`` record without reaching the pool. The record of a student whose submission is gone is set
+    aside, and they are in none of the outputs. Only this process writes the gradebook and the reports. The
+    submissions are graded in name order, or in the order ``random.Random(shuffle)`` gives them when
+    ``shuffle`` is a seed (a grade must not depend on what was graded before or beside it;
+    ``benchmarks/bench_determinism.py``). ``diagrams``: each student's space-time diagrams beside their
+    report page."""
     pool = pool or LocalPool()
-    found = discover(submissions)
     store = RecordStore(out / "records")
-    todo = batch_todo(plan, found, store, regrade=regrade, late=late)
-    if shuffle is not None:
-        random.Random(shuffle).shuffle(todo)
-    reference = _graded_reference(plan, out, pool)
-    on_start(len(todo))
-    pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
-    current = {s.student for s in found}
-    records = [r for r in store.all() if r.student in current]
-    _write_gradebook(plan, records, reference, gradebook_url)
-    write_batch_outputs(records, out, plan.exercise.points)
-    record_submissions(out, submissions)
-    warning = None
-    if records:
-        warning = _similarity(out, plan.course, submissions)  # first: the class page links to it
-        write_report(out, deadline=plan.exercise.deadline, diagrams=diagrams)
-    return BatchOutcome(records, [p.submission.student for p in todo], out, warning)
-
-
-def batch_todo(
-    plan: BatchPlan, found: list[Submission], store: RecordStore, *, regrade: list[str], late: bool
-) -> list[PendingGrade]:
-    """The submissions in ``found`` with no current record in ``store``, plus those named in ``regrade``."""
-    unknown = sorted(set(regrade) - {s.student for s in found})
-    if unknown:
-        raise ValueError(f"--regrade: no submission for {', '.join(unknown)}")
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
-    todo = []
-    for submission in found:
-        key, files = keyed_files(submission.path, plan.exercise, suite, runner_id)
-        if submission.student in regrade or _stale(store.get(submission.student), key):
-            submitted = submission.submitted.isoformat() if late and submission.submitted else None
-            todo.append(PendingGrade(submission, key, submitted, files))
-    return todo
+    klass = read_class(
+        exercise=plan.exercise,
+        submissions=submissions,
+        store=store,
+        staged=out / STAGED_DIR,
+        suite=suite,
+        runner_id=runner_id,
+    )
+    try:
+        todo = batch_todo(klass, regrade=regrade, late=late)
+        if shuffle is not None:
+            random.Random(shuffle).shuffle(todo)
+        set_aside = set_aside_absent(klass, store, out)
+        reference = _graded_reference(plan, out, pool, reference_key(suite, runner_id))
+        on_start(len(todo))
+        pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
+        klass = klass.reread(store, (p.submission.student for p in todo))
+        warning = _write_outputs(plan, klass, out, reference, gradebook_url, diagrams=diagrams)
+    finally:
+        shutil.rmtree(out / STAGED_DIR, ignore_errors=True)
+    graded = [p.submission.student for p in todo]
+    return BatchOutcome(klass.records, graded, out, klass.stagings, set_aside, warning)
+
+
+def _write_outputs(
+    plan: BatchPlan,
+    klass: ClassState,
+    out: Path,
+    reference: ExerciseResult,
+    gradebook_url: str,
+    *,
+    diagrams: bool,
+) -> str | None:
+    """The gradebook, the batch files, the similarity report and the class report, all of ``klass``;
+    the similarity report's warning, if any."""
+    _write_gradebook(plan, klass, reference, gradebook_url)
+    write_batch_outputs(klass, out)
+    record_submissions(out, klass.submissions)
+    if not klass.records:
+        return None
+    warning = _similarity(out, plan.course, klass)  # first: the class page links to it
+    write_class_report(klass, out, deadline=plan.exercise.deadline, diagrams=diagrams)
+    return warning
+
+
+def batch_todo(klass: ClassState, *, regrade: list[str], late: bool) -> list[PendingGrade]:
+    """The members of ``klass`` with no current record, plus those named in ``regrade``."""
+    unknown = sorted(set(regrade) - set(klass.students))
+    if unknown:
+        raise UsageError(f"--regrade: no submission for {', '.join(unknown)}")
+    return [
+        PendingGrade(member, _submitted(member.submission, late))
+        for member in klass.members
+        if member.student in regrade or not member.current
+    ]
+
+
+def class_to_grade(plan: BatchPlan, submissions: Path, store: RecordStore, staged: Path) -> ClassState:
+    """The class in ``submissions`` as ``batch_grade`` would read it, its uploads staged into ``staged``
+    (``--dry-run``: nothing graded, nothing set aside)."""
+    suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
+    return read_class(
+        exercise=plan.exercise,
+        submissions=submissions,
+        store=store,
+        staged=staged,
+        suite=suite,
+        runner_id=runner_id,
+    )
+
+
+def _submitted(submission: Submission, late: bool) -> str | None:
+    return submission.submitted.isoformat() if late and submission.submitted else None
 
 
 def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
@@ -103,12 +157,12 @@ def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
     return course.find(first.result.exercise).deadline if first else None
 
 
-def _similarity(out: Path, course: Course, submissions: Path) -> str | None:
+def _similarity(out: Path, course: Course, klass: ClassState) -> str | None:
     """Write the batch's similarity report; None, or, when anything fails there (copydetect, Pygments, a
     file), remove what is left of an earlier one and return the warning to show instead: the grades and
     the class report do not depend on it."""
     try:
-        write_similarity(out, course, submissions=submissions)
+        write_class_similarity(klass, out, course)
     except Exception as exc:
         remove_similarity(out / REPORT_DIR)
         error = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -116,14 +170,10 @@ def _similarity(out: Path, course: Course, submissions: Path) -> str | None:
     return None
 
 
-def _stale(record: Record | None, key: str) -> bool:
-    return record is None or record.key != key
-
-
-def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool) -> ExerciseResult:
-    """The reference's result under the current suite (cached in out/); refuse to go on unless it is 100 %."""
+def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool, key: str) -> ExerciseResult:
+    """The reference's result under the current suite (cached in out/ under ``key``); refuse to go on unless
+    it is 100 %."""
     cache = RecordStore(out / "reference")
-    key = suite_hash(plan.course, plan.exercise) + _runner_id(plan.backend)
     cached = cache.get("reference")
     if cached is not None and cached.key == key:
         return cached.result
@@ -140,18 +190,19 @@ def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool) -> ExerciseRe
 def _runner_id(backend: str) -> str:
     if backend != "docker":
         return backend
-    import docker
+    from grader.runners.images import docker_engine, image_tag
 
-    from grader.runners.images import image_tag
-
-    return docker.from_env().images.get(image_tag("cpu")).id
+    return str(docker_engine().images.get(image_tag("cpu")).id)
 
 
-def _write_gradebook(plan: BatchPlan, records: list[Record], reference: ExerciseResult, url: str) -> None:
-    """Upsert every record (idempotent), so a kill between a record and its gradebook row heals on rerun."""
+def _write_gradebook(plan: BatchPlan, klass: ClassState, reference: ExerciseResult, url: str) -> None:
+    """Upsert every record of the class (idempotent), so a kill between a record and its gradebook row heals
+    on rerun; remove this exercise's submission of anyone not in the class (their record was set aside), so
+    that ``grade export``, which reads the gradebook across exercises, exports this class."""
     deadline = plan.exercise.deadline
     with open_gradebook(url, course_id=plan.course.title) as gradebook:
-        for record in records:
+        remove_submissions_except(gradebook, plan.exercise, set(klass.students))
+        for record in klass.records:
             submitted = dt.datetime.fromisoformat(record.submitted) if record.submitted else None
             record_grade(
                 gradebook,

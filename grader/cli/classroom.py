@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader.cli.common import EXAMPLES, Subcommands, add_run_options
+from grader.cli.common import EXAMPLES, Subcommands, add_run_options, labelled
 from grader.core.course import Course, Exercise
+from grader.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
+    from grader.classroom.outputs.lms import Grades
     from grader.classroom.slurm.driver import SlurmPool
 
 
@@ -79,7 +81,7 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
         return _batch_on_slurm(args, course, exercise, out, console)
     given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
     if given:
-        raise ValueError(f"--{given[0].replace('_', '-')} needs --backend slurm")
+        raise UsageError(f"--{given[0].replace('_', '-')} needs --backend slurm")
     console.print(
         how_code_runs(args.backend, allow_unsandboxed=args.allow_unsandboxed), markup=False, soft_wrap=True
     )
@@ -88,7 +90,7 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
         course=course, exercise=exercise, backend=args.backend, device=device, workers=args.workers, gpus=gpus
     )
     _grade_batch(args, course, plan, out, console)
-    return 0
+    return ExitCode.OK
 
 
 def _batch_on_slurm(
@@ -97,7 +99,6 @@ def _batch_on_slurm(
     """The same batch, its gradings run as Slurm jobs (``grader.classroom.slurm.driver``), or printed with
     --dry-run."""
     from grader.classroom.slurm.batch import slurm_dry_run, slurm_plan
-    from grader.classroom.slurm.driver import SlurmStopped
 
     plan, pool = slurm_plan(
         course=course,
@@ -115,14 +116,10 @@ def _batch_on_slurm(
             plan=plan, pool=pool, submissions=args.submissions, regrade=args.regrade, late=args.late
         )
         console.print(script, markup=False, highlight=False, soft_wrap=True)
-        return 0
+        return ExitCode.OK
     console.print(f"student code runs on the cluster's nodes ({pool.settings.runner} runner)", soft_wrap=True)
-    try:
-        _grade_batch(args, course, plan, out, console, pool)
-    except SlurmStopped as exc:
-        console.print(f"[bold yellow]stopped:[/] {exc}", markup=True, highlight=False)
-        return 1
-    return 0
+    _grade_batch(args, course, plan, out, console, pool)
+    return ExitCode.OK
 
 
 def _grade_batch(
@@ -164,63 +161,105 @@ def _grade_batch(
 def add_export(commands: Subcommands) -> None:
     export = commands.add_parser(
         "export",
-        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's grade-import CSV",
+        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's import file",
         epilog=EXPORT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     export.add_argument("--csv", type=Path, help="write nbgrader's CSV here")
-    export.add_argument("--canvas", type=Path, help="write Canvas's grade-import CSV here (needs --roster)")
-    export.add_argument("--moodle", type=Path, help="write Moodle's grade-import CSV here (needs --roster)")
+    lms = export.add_mutually_exclusive_group()
+    lms.add_argument("--canvas", type=Path, help="write Canvas's grade import here (--roster: its export)")
+    lms.add_argument("--moodle", type=Path, help="write the assignment's grading worksheet back here")
+    lms.add_argument("--moodle-gradebook", type=Path, help="write Moodle's CSV grade import (percent) here")
+    export.add_argument("--roster", type=Path, help="the file downloaded from the LMS (examples below)")
+    export.add_argument("--exercise", help="one exercise (default: each, into OUT-NN.csv)")
     export.add_argument(
-        "--roster", type=Path, help="CSV: a 'student' column (folder names) beside the LMS's ids (docs)"
+        "--match",
+        choices=MATCH_CHOICES,
+        help="the roster column holding the submission folders' names (default: the one matching most)",
     )
+    export.add_argument(
+        "--missing",
+        choices=("leave", "zero"),
+        default="leave",
+        help="a student without a submission: left out of the file (default) or given 0",
+    )
+    export.add_argument("--column", help="Canvas: the assignment's column in the export, 'Title (id)'")
     export.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     export.set_defaults(handler=cmd_export)
 
 
+LMS_ARGS = {"canvas": "canvas", "moodle": "moodle", "moodle-gradebook": "moodle_gradebook"}
+"""``lms_files.LMS_FILES``'s keys -> the argument naming the file written."""
+MATCH_CHOICES = ("login", "sis", "email", "canvas-id", "moodle-participant", "github")
 EXPORT_EXAMPLES = """\
 examples:
-  grade export --csv grades.csv                              as `nbgrader export` writes it
-  grade export --canvas canvas.csv --roster roster.csv       Grades > Import in Canvas
-  grade export --moodle moodle.csv --roster roster.csv       Grade administration > Import > CSV file
+  grade export --csv grades.csv                                   as `nbgrader export` writes it
+  grade export --canvas canvas.csv --roster Grades-Course.csv     Canvas: Grades > Export, then Import
+  grade export --moodle 03.csv --roster worksheet.csv --exercise 03
+                                      Moodle: the assignment's grading worksheet, then Upload it back
+  grade export --moodle-gradebook m.csv --roster worksheet.csv    Moodle: Grade administration > Import
 
-roster.csv: student (the submission folder's name), then the LMS's ids: canvas_id, sis_user_id,
-sis_login_id, name, section (Canvas); idnumber, email or username (Moodle). An exercise without a
-submission, or with an invalid upload, is left without a grade; exit status 1 when a graded student is
-missing from the roster (their grades are not in the file).
+Each file holds one exercise (without --exercise: OUT-NN.csv per exercise) and a row only for a student
+with a grade in it: an importer reads a blank cell as "remove the grade". Students left out are printed
+with why; exit status 1 when a graded student is not in the roster (their grade is in no file).
 """
 
 
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.classroom.outputs.lms import load_roster, read_grades, write_canvas, write_moodle
     from grader.classroom.state.gradebook import default_url, export_csv, open_gradebook
 
-    if not (args.csv or args.canvas or args.moodle):
-        raise ValueError("give --csv, --canvas or --moodle (or several)")
-    if (args.canvas or args.moodle) and not args.roster:
-        raise ValueError("--canvas and --moodle need --roster: the LMS's id of each student")
-    roster = load_roster(args.roster) if args.roster else []
-    unmatched: set[str] = set()
+    lms = args.canvas or args.moodle or args.moodle_gradebook
+    if not (args.csv or lms):
+        raise UsageError("give --csv, --canvas, --moodle or --moodle-gradebook")
+    if lms and not args.roster:
+        raise UsageError("--canvas and --moodle need --roster: the file downloaded from the LMS")
+    if lms and not args.roster.is_file():
+        raise UsageError(f"--roster {args.roster}: no such file")
+    if args.moodle and not args.exercise:
+        raise UsageError("--moodle needs --exercise: a grading worksheet is one assignment's")
+    if args.column and not (args.canvas and args.exercise):
+        raise UsageError("--column names the Canvas column of one exercise: give --canvas and --exercise")
     with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
         if args.csv:
             export_csv(gradebook, args.csv)
             console.print(f"wrote {args.csv}", markup=False, highlight=False)
+        if not lms:
+            return ExitCode.OK
+        from grader.classroom.outputs.lms import read_grades
+
         grades = read_grades(gradebook, course)
-    for path, write in ((args.canvas, write_canvas), (args.moodle, write_moodle)):
-        if path:
-            done = write(path, grades, roster)
-            said = f"wrote {path}: {done.rows} students, {done.exercises} exercises"
-            console.print(said, markup=False, highlight=False, soft_wrap=True)
-            for invalid in done.invalid:
-                console.print(f"  no grade for an invalid upload: {invalid}", markup=False, highlight=False)
-            unmatched |= set(done.unmatched)
-    if unmatched:
+    return _export_lms(args, course, grades, console)
+
+
+def _export_lms(args: argparse.Namespace, course: Course, grades: Grades, console: Console) -> int:
+    from grader.classroom.outputs.lms_files import export_to
+
+    exercises = [course.find(args.exercise)] if args.exercise else grades.exercises
+    lms, out = next((k, v) for k, v in LMS_ARGS.items() if getattr(args, v) is not None)
+    done = export_to(
+        grades,
+        exercises,
+        lms=lms,
+        out=getattr(args, out),
+        roster=args.roster,
+        match=args.match,
+        missing=args.missing,
+        column=args.column,
+    )
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    how = "the column matching the most" if done.match.chosen else "--match"
+    say(f"students found by the roster's {done.match.column!r} column ({how}: {len(done.match.rows)})")
+    for file in done.files:
+        column = f"{file.rows} students in {file.column!r}"
+        say(f"wrote {file.path}: exercise {file.exercise.key}, {column}, {file.note}")
+        for why, names in file.left_out.items():
+            say(f"  left out, {why}: {', '.join(names)}")
+    if done.unmatched:
+        missing = ", ".join(done.unmatched)
         console.print(
-            f"[bold yellow]not in the roster, so not in the file:[/] {', '.join(sorted(unmatched))}",
-            highlight=False,
-            soft_wrap=True,
+            labelled("graded but not in the roster, so in no file:", "bold yellow", missing), soft_wrap=True
         )
-    return 1 if unmatched else 0
+    return ExitCode.NOT_FULL_MARKS if done.unmatched else ExitCode.OK
 
 
 def add_report(commands: Subcommands) -> None:
@@ -246,12 +285,12 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
         args.grades, args.html, deadline=deadline, anonymize=args.anonymize, diagrams=not args.no_diagram
     )
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
-    return 0
+    return ExitCode.OK
 
 
 def _check_batch_folder(grades: Path) -> None:
     if not (grades / "records").is_dir():
-        raise ValueError(f"{grades} is not a batch's folder (it has no records/); give grades/NN_slug")
+        raise UsageError(f"{grades} is not a batch's folder (it has no records/); give grades/NN_slug")
 
 
 def add_similarity(commands: Subcommands) -> None:
@@ -293,4 +332,4 @@ def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -
         highlight=False,
         soft_wrap=True,
     )
-    return 0
+    return ExitCode.OK

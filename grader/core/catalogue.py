@@ -5,10 +5,12 @@ exercises' concepts.yml describe (``grader.core.course`` reads them into it).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+
+from grader.core.errors import UsageError
 
 DEVICES = ("cpu", "gpu")
 """What a part's ``device`` may be."""
@@ -16,7 +18,7 @@ CORE_SHARE_FLOOR = 0.10
 """The least share of its exercise's points a core misconception may cost, summed over its concepts."""
 
 
-class CourseConfigError(ValueError):
+class CourseConfigError(UsageError):
     """``course.yml`` is malformed; the message says where and why."""
 
 
@@ -100,6 +102,10 @@ class Exercise:
     """Modules the rank factory imports once, before it forks ranks, besides torch: what the rank programs
     would otherwise import in every rank (``torch.fx.experimental.symbolic_shapes``, with sympy, which
     ``backward(grad)`` imports; ``torch._dynamo``, which an optimizer's first ``step()`` imports)."""
+    problem: str | None = None
+    """Why the exercise cannot be used (a file of it missing, its concepts.yml malformed), as the loader's
+    error says it; None when it is whole. ``Course.find`` refuses a broken exercise with it, and the rest of
+    the course works: each exercise stands alone."""
 
     @property
     def key(self) -> str:
@@ -116,6 +122,12 @@ class Exercise:
     def share(self, part: Part, concept: Concept) -> float:
         """``concept``'s share of the exercise's points (0..1): what losing it alone costs."""
         return part.concept_points(concept.name) / self.points if self.points else 0.0
+
+    def usable(self) -> Exercise:
+        """The exercise, for a command that needs it; ``CourseConfigError`` saying why when it is broken."""
+        if self.problem:
+            raise CourseConfigError(f"exercise {self.key} ({self.slug}) cannot be used: {self.problem}")
+        return self
 
     def core_shares(self) -> dict[str, float]:
         """Each core misconception's share of the exercise's points, summed over the concepts naming it."""
@@ -170,6 +182,8 @@ class Course:
     root: Path
     sections: tuple[Section, ...]
     slurm: SlurmSettings = SlurmSettings()
+    version: str | None = None
+    """The course's own version (course.yml ``version``), printed by ``grade --version``."""
 
     @property
     def exercises(self) -> tuple[Exercise, ...]:
@@ -181,13 +195,24 @@ class Course:
     def solution_dir(self, exercise: Exercise) -> Path:
         return self.root / "solutions" / exercise.dirname
 
+    @property
+    def broken(self) -> tuple[Exercise, ...]:
+        """The exercises that cannot be used (``Exercise.problem``)."""
+        return tuple(e for e in self.exercises if e.problem)
+
+    def with_exercises(self, change: Callable[[Exercise], Exercise]) -> Course:
+        """The course with ``change`` applied to each of its exercises."""
+        sections = (replace(s, exercises=tuple(change(e) for e in s.exercises)) for s in self.sections)
+        return replace(self, sections=tuple(sections))
+
     def find(self, ref: str) -> Exercise:
-        """Resolve '4', '04' or 'nccl_internals' to an exercise; ``KeyError`` with a hint otherwise."""
+        """Resolve '4', '04' or 'nccl_internals' to an exercise; ``UsageError`` with a hint otherwise, and
+        ``CourseConfigError`` for an exercise that cannot be used (``Exercise.problem``)."""
         for exercise in self.exercises:
             if ref == exercise.slug or (ref.isdigit() and int(ref) == exercise.number):
-                return exercise
+                return exercise.usable()
         hint = difflib.get_close_matches(ref, [e.slug for e in self.exercises], n=1)
-        raise KeyError(f"no exercise {ref!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
+        raise UsageError(f"no exercise {ref!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
 
     def part(self, part_id: str) -> Part:
         for exercise in self.exercises:
@@ -197,9 +222,9 @@ class Course:
         raise KeyError(part_id)
 
     def section(self, ref: str) -> Section:
-        """Resolve '1' to section 1; ``KeyError`` naming the sections there are otherwise."""
+        """Resolve '1' to section 1; ``UsageError`` naming the sections there are otherwise."""
         for section in self.sections:
             if ref.isdigit() and int(ref) == section.number:
                 return section
         numbers = ", ".join(str(s.number) for s in self.sections)
-        raise KeyError(f"no section {ref!r}; the sections are {numbers}")
+        raise UsageError(f"no section {ref!r}; the sections are {numbers}")

@@ -11,33 +11,32 @@ from pathlib import Path
 import yaml
 
 from grader.core.catalogue import Concept, Course, CourseConfigError, Exercise, Part
-from grader.core.yaml_reader import YamlReader
+from grader.core.yaml_reader import YamlReader, compose
 
 CONCEPTS_FILE = "concepts.yml"
 """Beside each exercise's public suite: per part, the concepts its tests grade (see docs/authoring.md)."""
 
 
 def with_concepts(course: Course) -> Course:
-    """``course`` with each part's concepts read from its exercise's concepts.yml, where there is one."""
-    sections = []
-    for section in course.sections:
-        exercises = []
-        for exercise in section.exercises:
-            path = course.exercise_dir(exercise) / CONCEPTS_FILE
-            if exercise.parts and path.is_file():
-                exercise = replace(exercise, parts=load_concepts(path, exercise))
-            exercises.append(exercise)
-        sections.append(replace(section, exercises=tuple(exercises)))
-    return replace(course, sections=tuple(sections))
+    """``course`` with each part's concepts read from its exercise's concepts.yml, where there is one; an
+    exercise whose concepts.yml is malformed keeps the error as its ``problem`` (it stands alone)."""
+
+    def read(exercise: Exercise) -> Exercise:
+        path = course.exercise_dir(exercise) / CONCEPTS_FILE
+        if exercise.problem or not exercise.parts or not path.is_file():
+            return exercise
+        try:
+            return replace(exercise, parts=load_concepts(path, exercise))
+        except CourseConfigError as exc:
+            return replace(exercise, problem=str(exc))
+
+    return course.with_exercises(read)
 
 
 def load_concepts(path: Path, exercise: Exercise) -> tuple[Part, ...]:
     """``exercise.parts`` with their concepts from ``path``; ``CourseConfigError`` naming the line."""
-    try:
-        root = yaml.compose(path.read_text())
-    except yaml.YAMLError as exc:
-        raise CourseConfigError(f"{exercise.dirname}/{path.name}: not valid YAML: {exc}") from None
     reader = YamlReader(path, label=f"{exercise.dirname}/{path.name}")
+    root = compose(path.read_text(), reader.label)
     names = tuple(p.name for p in exercise.parts)
     by_part = reader.mapping(root, "", required=names, optional=())
     seen: dict[str, str] = {}

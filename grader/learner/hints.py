@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.course import Course, Exercise
+from grader.core.errors import EnvironmentFailure, UsageError
 from grader.learner.progress import ProgressError, ProgressStore
 
 HINTS_FILE = "hints.md"
@@ -37,7 +38,7 @@ _PART = re.compile(r"^## Part (\w+)\s*$")
 _HINT = re.compile(r"^### Hint (\d+): (\S.*)$")
 
 
-class HintsError(ValueError):
+class HintsError(UsageError):
     """A hints.md that does not follow the format; the message names file:line."""
 
 
@@ -113,6 +114,20 @@ def hints_for(course: Course, exercise: Exercise) -> dict[str, list[Hint]]:
     return {name: ladders[name] for name in names if name in ladders}
 
 
+def hinted_part(asked: str | None, exercise: Exercise, parts: list[str]) -> str | None:
+    """The part a ``grade hint`` call means among ``parts`` (those with hints): the one ``asked`` for
+    ('ring_allreduce' or '02.ring_allreduce'), else the only one, else None (show the menu); ``UsageError``
+    naming the parts for one without hints."""
+    if asked is None:
+        return parts[0] if len(parts) == 1 else None
+    name = asked.removeprefix(f"{exercise.key}.")
+    if name not in parts:
+        raise UsageError(
+            f"exercise {exercise.key} has no hints for part {asked!r}; it has: {', '.join(parts)}"
+        )
+    return name
+
+
 def progress_key(exercise: Exercise, part: str) -> str:
     """How the progress store counts a ladder: by part id ('02.ring_allreduce')."""
     return f"{exercise.key}.{part}"
@@ -122,12 +137,12 @@ def reveal_next(
     store: ProgressStore, course: Course, exercise: Exercise, part: str, hints: list[Hint]
 ) -> int:
     """Count one more hint of ``part`` as revealed in ``store`` (never more than its ``hints``) and return how
-    many are now revealed: the last of them is the one to show. ``ValueError`` when the store cannot count
-    them: then no hint may be shown."""
+    many are now revealed: the last of them is the one to show. ``EnvironmentFailure`` when the store cannot
+    count them: then no hint may be shown."""
     key = progress_key(exercise, part)
     try:
         shown = min(store.hints_revealed(course.title, key) + 1, len(hints))
         store.set_hints_revealed(course.title, key, shown)
     except ProgressError as exc:
-        raise ValueError(f"cannot count your hints, so none is shown: {exc}") from None
+        raise EnvironmentFailure(f"cannot count your hints, so none is shown: {exc}") from None
     return shown

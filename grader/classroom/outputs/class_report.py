@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import io
 import secrets
+import shutil
 from collections.abc import Callable
 from datetime import datetime
 from html import escape
@@ -23,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
+from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import Record, RecordStore
 from grader.core.diagrams.files import write_diagrams
+from grader.core.errors import UsageError
 from grader.core.results import Status
-from grader.core.timeline import Timeline
 
 SALT_FILE = ".pseudonym-salt"
 REPORT_DIR = "report"
@@ -60,13 +62,33 @@ def write_report(
     diagrams: bool = True,
 ) -> Path:
     """Read ``grades`` (a batch's folder: records/, reference/), write the report into ``out`` (default
-    ``grades/report``); return the class page's path. ``deadline``: what makes a submission late.
-    ``diagrams``: each student's space-time diagrams, in ``students/<student>/diagrams/``, linked from their
-    page (off: none, and none left from an earlier report)."""
-    out = out or grades / REPORT_DIR
+    ``grades/report``); return the class page's path. ``deadline``: what makes a submission late. (The
+    records as the last batch left them: a student it set aside is no longer in records/.) ``diagrams``:
+    each student's space-time diagrams in ``students/<student>/diagrams/``, linked from their page (off:
+    none, and none left from an earlier report)."""
     records = RecordStore(grades / "records", sweep=False).all()
+    out = out or grades / REPORT_DIR
+    return _write(records, grades, out, deadline=deadline, anonymize=anonymize, diagrams=diagrams)
+
+
+def write_class_report(klass: ClassState, grades: Path, *, deadline: datetime | None, diagrams: bool) -> Path:
+    """The report of a batch's class (``grades/report``), its records as the batch read them."""
+    out = grades / REPORT_DIR
+    return _write(klass.records, grades, out, deadline=deadline, anonymize=False, diagrams=diagrams)
+
+
+def _write(
+    records: list[Record],
+    grades: Path,
+    out: Path,
+    *,
+    deadline: datetime | None,
+    anonymize: bool,
+    diagrams: bool,
+) -> Path:
+    """The class page and one page per student of ``records`` (a page of anyone else is removed)."""
     if not records:
-        raise ValueError(f"{grades}/records holds no graded submission: nothing to report")
+        raise UsageError(f"{grades}/records holds no graded submission: nothing to report")
     reference = RecordStore(grades / "reference", sweep=False).get("reference")
     analysis = analyze(records, reference.result if reference else None, deadline)
     name = (
@@ -75,14 +97,17 @@ def write_report(
         else {r.student: r.student for r in records}
     )
     (out / "students").mkdir(parents=True, exist_ok=True)
-    for record in analysis.records:
-        who = slug(name[record.student])
-        timelines = record.result.timelines if diagrams else ()
-        written = write_diagrams(
-            _hidden(timelines, record.student, name[record.student]), out / "students" / who / "diagrams"
-        )
-        html = _student_page(record, analysis, name, [f"{who}/diagrams/{p.name}" for p in written.pages])
-        (out / "students" / f"{who}.html").write_text(html)
+    pages = {f"{slug(name[record.student])}.html": record for record in analysis.records}
+    for page_name, record in pages.items():
+        links = _diagrams(record, out / "students", name[record.student], on=diagrams)
+        (out / "students" / page_name).write_text(_student_page(record, analysis, name, links))
+    for stale in (out / "students").iterdir():
+        if stale.name not in pages and f"{stale.name}.html" not in pages:
+            # a student no longer in the class, or last shown under another name (their diagrams too)
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
     index = out / "index.html"
     index.write_text(_class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
     return index
@@ -238,11 +263,16 @@ def _students_table(a: ClassAnalysis, name: dict[str, str]) -> str:
 # a student's page
 
 
-def _hidden(timelines: tuple[Timeline, ...], student: str, who: str) -> tuple[Timeline, ...]:
-    """The timelines with the student's id replaced by ``who`` in what they quote (the test's message)."""
-    if who == student:
-        return timelines
-    return tuple(dataclasses.replace(t, verdict=t.verdict.replace(student, who)) for t in timelines)
+def _diagrams(record: Record, students: Path, who: str, *, on: bool) -> list[str]:
+    """Write the student's diagram pages into ``students/<who>/diagrams/`` (none when not ``on``); their
+    paths relative to the student's page. Their id becomes ``who`` in what the pages quote."""
+    timelines = record.result.timelines if on else ()
+    if who != record.student:
+        timelines = tuple(
+            dataclasses.replace(t, verdict=t.verdict.replace(record.student, who)) for t in timelines
+        )
+    written = write_diagrams(timelines, students / slug(who) / "diagrams")
+    return [f"{slug(who)}/diagrams/{page.name}" for page in written.pages]
 
 
 def _student_page(record: Record, a: ClassAnalysis, name: dict[str, str], diagrams: list[str]) -> str:
