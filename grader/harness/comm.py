@@ -311,6 +311,7 @@ def install() -> None:
             if method in vars(cls):
                 setattr(cls, method, _wrap_group_method(cls.__name__, method, name, vars(cls)[method]))
     _install_ops()
+    # a pybind class's method, replaced on purpose, like the process group's above
     _C.Work.wait = _wrap_wait(_C.Work.wait)  # type: ignore[method-assign]
     if dist.is_initialized():
         note_group(c10d._get_default_group())
