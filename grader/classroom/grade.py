@@ -61,6 +61,7 @@ def batch_grade(
     on_result: Callable[[str, ExerciseResult], None],
     pool: BatchPool | None = None,
     shuffle: int | None = None,
+    diagrams: bool = True,
 ) -> BatchOutcome:
     """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
     gradebook, CSV, results.json, PNG. The class is read once (``read_class``: each upload staged once,
@@ -69,7 +70,8 @@ def batch_grade(
     aside, and they are in none of the outputs. Only this process writes the gradebook and the reports. The
     submissions are graded in name order, or in the order ``random.Random(shuffle)`` gives them when
     ``shuffle`` is a seed (a grade must not depend on what was graded before or beside it;
-    ``benchmarks/bench_determinism.py``)."""
+    ``benchmarks/bench_determinism.py``). ``diagrams``: each student's space-time diagrams beside their
+    report page."""
     pool = pool or LocalPool()
     store = RecordStore(out / "records")
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
@@ -90,7 +92,7 @@ def batch_grade(
         on_start(len(todo))
         pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
         klass = klass.reread(store, (p.submission.student for p in todo))
-        warning = _write_outputs(plan, klass, out, reference, gradebook_url)
+        warning = _write_outputs(plan, klass, out, reference, gradebook_url, diagrams=diagrams)
     finally:
         shutil.rmtree(out / STAGED_DIR, ignore_errors=True)
     graded = [p.submission.student for p in todo]
@@ -98,7 +100,13 @@ def batch_grade(
 
 
 def _write_outputs(
-    plan: BatchPlan, klass: ClassState, out: Path, reference: ExerciseResult, gradebook_url: str
+    plan: BatchPlan,
+    klass: ClassState,
+    out: Path,
+    reference: ExerciseResult,
+    gradebook_url: str,
+    *,
+    diagrams: bool,
 ) -> str | None:
     """The gradebook, the batch files, the similarity report and the class report, all of ``klass``;
     the similarity report's warning, if any."""
@@ -108,7 +116,7 @@ def _write_outputs(
     if not klass.records:
         return None
     warning = _similarity(out, plan.course, klass)  # first: the class page links to it
-    write_class_report(klass, out, deadline=plan.exercise.deadline)
+    write_class_report(klass, out, deadline=plan.exercise.deadline, diagrams=diagrams)
     return warning
 
 

@@ -47,6 +47,7 @@ def add_batch(commands: Subcommands) -> None:
         help="grade the submissions in an order shuffled by SEED (default: by name); grades must not change",
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
+    batch.add_argument("--no-diagram", action="store_true", help="no space-time diagrams in the report")
     batch.add_argument(
         "--allow-unsandboxed",
         action="store_true",
@@ -150,6 +151,7 @@ def _grade_batch(
             on_result=progress.advance,
             pool=pool,
             shuffle=args.shuffle,
+            diagrams=not args.no_diagram,
         )
     batch_report(outcome, console)
     if outcome.warning:
@@ -265,6 +267,7 @@ def add_report(commands: Subcommands) -> None:
     class_report.add_argument("grades", type=Path, help="a batch's folder (grades/NN_slug)")
     class_report.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     class_report.add_argument("--anonymize", action="store_true", help="stable pseudonyms for student ids")
+    class_report.add_argument("--no-diagram", action="store_true", help="no space-time diagrams")
     class_report.set_defaults(handler=cmd_report)
 
 
@@ -278,7 +281,9 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
     _check_batch_folder(args.grades)
     deadline = batch_deadline(course, args.grades)
     refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
-    index = write_report(args.grades, args.html, deadline=deadline, anonymize=args.anonymize)
+    index = write_report(
+        args.grades, args.html, deadline=deadline, anonymize=args.anonymize, diagrams=not args.no_diagram
+    )
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
     return ExitCode.OK
 

@@ -28,13 +28,15 @@ def grade_exercise(
     part: str | None = None,
     concept: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    trace: bool = False,
 ) -> ExerciseResult:
     """Grade the student's folder, a submission (folder or zip) or, with ``solution``, the reference.
 
     ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone, ``concept`` that concept
-    alone (a check, as GitHub Classroom's steps run it: not an attempt). Grading the student's own folder
-    remembers the result for ``grade list`` and adds an attempt to their progress store; a store that fails
-    adds a note to the result instead of failing the grade.
+    alone (a check, as GitHub Classroom's steps run it: not an attempt); ``trace`` keeps the timeline of
+    every multi-rank test, passed ones too (``--trace``). Grading the student's own folder remembers the
+    result for ``grade list`` and adds an attempt to their progress store; a store that fails adds a note to
+    the result instead of failing the grade.
     """
     job = grade_job(
         course=course,
@@ -45,6 +47,7 @@ def grade_exercise(
         part=part,
         concept=concept,
         on_progress=on_progress,
+        trace=trace,
     )
     result = runner.run(job)
     if not solution and submission is None and concept is None:
