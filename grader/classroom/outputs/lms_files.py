@@ -27,6 +27,7 @@ refuses a file whose rows are not all as wide as the header (``lib/csvlib.class.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from grader.classroom.outputs.lms import (
@@ -50,6 +51,7 @@ from grader.classroom.outputs.rosters import (
     read_canvas_export,
     read_moodle_roster,
     read_moodle_worksheet,
+    with_canvas_ids,
 )
 from grader.classroom.outputs.spreadsheet import FORMULA_STARTS, decimal_cell, text_cell, write_csv
 from grader.core.course import Exercise
@@ -221,6 +223,9 @@ def export_to(
     write one file per exercise: ``out`` for one exercise, else ``OUT-NN.csv`` beside it."""
     sheet = LMS_FILES[lms](roster)
     found = match_students(sheet, grades.students(), match)
+    if isinstance(sheet, CanvasRoster) and found.key == "canvas-id":
+        sheet = with_canvas_ids(sheet, unmatched(grades, exercises, found))
+        found = replace(match_students(sheet, grades.students(), found.key), chosen=found.chosen)
     files = []
     for exercise in exercises:
         placed = place(grades, exercise, sheet, found, missing)
