@@ -22,6 +22,12 @@ refuses a file whose rows are not all as wide as the header (``lib/csvlib.class.
 ``load_csv_content``: ``csvweirdcolumns``), so a comment line cannot say the unit: the column's title does
 (``NN Title (percent)``), which is the name the import gives a new grade item (``load_data.php``,
 ``import_new_grade_item``), out of 100 by default.
+
+The instructors' side of each: Canvas's guide "How do I import grades in the Gradebook?"
+(https://community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook/ta-p/807),
+MoodleDocs "Grade import" (https://docs.moodle.org/311/en/Grade_import) and "Using Assignment", offline
+grading worksheet (https://docs.moodle.org/311/en/Using_Assignment). The code cited is the importers' own
+(instructure/canvas-lms, moodle/moodle).
 """
 
 from __future__ import annotations
