@@ -69,7 +69,8 @@ def batch_report(outcome: BatchOutcome, console: Console) -> None:
     said += [f"{invalid} invalid (not graded)"] if invalid else []
     said += [f"{current} unchanged since their last run (records kept)"] if current else []
     console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True, markup=False)
-    console.print(f"staged {outcome.staged} submissions once", markup=False, highlight=False)
+    plural = "" if outcome.staged == 1 else "s"
+    console.print(f"staged {outcome.staged} submission{plural} once", markup=False, highlight=False)
     if outcome.set_aside:
         aside = outcome.out / SET_ASIDE_DIR
         line = f"set aside (no submission now; their records kept in {aside}): {', '.join(outcome.set_aside)}"

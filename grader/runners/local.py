@@ -117,10 +117,10 @@ class LocalRunner:
             concepts=concepts,
         )
 
-    def _grade(self, job: GradeJob, scratch: Path) -> GradingPlugin:
-        suites = _suites(job)
-        if not suites:
-            raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
+    def open_worlds(self, job: GradeJob, scratch: Path) -> tuple[Pools, str, int]:
+        """The pools the worlds of ``job`` start from, with the device they use and the GPUs visible here;
+        the staged submission is in ``scratch/impl``. The caller closes the pools, then this runner.
+        ``UsageError`` for ``--device cuda`` without a GPU, ``SuiteError`` when ranks could not read it."""
         gpus = gpu_count()
         device = resolve_device(job.device, gpus=gpus)
         config = self._world_config(job, scratch, device)
@@ -133,6 +133,13 @@ class LocalRunner:
             factory=factory,
             keep_factory=self._kept is not None,
         )
+        return pools, device, gpus
+
+    def _grade(self, job: GradeJob, scratch: Path) -> GradingPlugin:
+        suites = _suites(job)
+        if not suites:
+            raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
+        pools, device, gpus = self.open_worlds(job, scratch)
         plugin = self._plugin(job, pools, device, gpus)
         try:
             with _outer_pytest_settings_ignored():
