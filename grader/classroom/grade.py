@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.classroom.batch import (
@@ -19,10 +19,12 @@ from grader.classroom.local_pool import LocalPool
 from grader.classroom.outputs.batch_files import write_batch_outputs
 from grader.classroom.outputs.class_report import REPORT_DIR, write_report
 from grader.classroom.outputs.similarity_report import record_submissions, remove_similarity, write_similarity
+from grader.classroom.state.batch_marks import batch_transaction, mark_started
 from grader.classroom.state.gradebook import open_gradebook
 from grader.classroom.state.gradebook import record as record_grade
-from grader.classroom.state.records import Record, RecordStore, keyed_files, suite_hash
+from grader.classroom.state.records import Record, RecordStore, SetAside, keyed_files, suite_hash
 from grader.core.course import Course
+from grader.core.errors import EnvironmentFailure
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
 
@@ -36,6 +38,9 @@ class BatchOutcome:
     warning: str | None = None
     """One line to show: the similarity report could not be written (the grades and the other reports
     were)."""
+    set_aside: list[SetAside] = field(default_factory=list)
+    """Files in records/ that were not the record their name promised: moved aside, their students graded
+    again."""
 
 
 def batch_grade(
@@ -59,6 +64,8 @@ def batch_grade(
     pool = pool or LocalPool()
     found = discover(submissions)
     store = RecordStore(out / "records")
+    set_aside = store.set_aside_strays()
+    _mark_started(plan, gradebook_url, out)
     todo = batch_todo(plan, found, store, regrade=regrade, late=late)
     if shuffle is not None:
         random.Random(shuffle).shuffle(todo)
@@ -74,7 +81,7 @@ def batch_grade(
     if records:
         warning = _similarity(out, plan.course, submissions)  # first: the class page links to it
         write_report(out, deadline=plan.exercise.deadline)
-    return BatchOutcome(records, [p.submission.student for p in todo], out, warning)
+    return BatchOutcome(records, [p.submission.student for p in todo], out, warning, set_aside)
 
 
 def batch_todo(
@@ -107,6 +114,8 @@ def _similarity(out: Path, course: Course, submissions: Path) -> str | None:
     the class report do not depend on it."""
     try:
         write_similarity(out, course, submissions=submissions)
+    except EnvironmentFailure:
+        raise  # a full disk is not the report's fault: the batch stops with it
     except Exception as exc:
         remove_similarity(out / REPORT_DIR)
         error = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -145,10 +154,21 @@ def _runner_id(backend: str) -> str:
     return docker.from_env().images.get(image_tag("cpu")).id
 
 
+def _mark_started(plan: BatchPlan, url: str, out: Path) -> None:
+    """Check the gradebook (a corrupt one stops the batch before anything is graded) and mark the
+    exercise's batch started: an export refuses the gradebook until ``_write_gradebook`` marks it finished."""
+    with open_gradebook(url, course_id=plan.course.title, check=True) as gradebook:
+        mark_started(gradebook, plan.exercise.dirname, out)
+
+
 def _write_gradebook(plan: BatchPlan, records: list[Record], reference: ExerciseResult, url: str) -> None:
-    """Upsert every record (idempotent), so a kill between a record and its gradebook row heals on rerun."""
+    """Upsert every record (idempotent), so a kill between a record and its gradebook row heals on rerun;
+    all of them and the finished mark in one transaction (``batch_marks``)."""
     deadline = plan.exercise.deadline
-    with open_gradebook(url, course_id=plan.course.title) as gradebook:
+    with (
+        open_gradebook(url, course_id=plan.course.title) as opened,
+        batch_transaction(opened, plan.exercise.dirname) as gradebook,
+    ):
         for record in records:
             submitted = dt.datetime.fromisoformat(record.submitted) if record.submitted else None
             record_grade(

@@ -19,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise, load_course
 from grader.runners import GradeJob, Runner, SuiteError, make_runner
 
@@ -75,6 +76,4 @@ def grade_one(
         payload: dict[str, object] = {"result": runner.run(job).to_dict()}
     except SuiteError as exc:
         payload = {"suite_error": str(exc)}
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(payload))
-    tmp.replace(out)
+    write_atomic(out, json.dumps(payload))

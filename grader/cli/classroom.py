@@ -46,6 +46,11 @@ def add_batch(commands: Subcommands) -> None:
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     batch.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another batch is grading into the same --out, start when it has finished (default: stop)",
+    )
+    batch.add_argument(
         "--allow-unsandboxed",
         action="store_true",
         help="grade as root even where bubblewrap cannot sandbox the ranks (prefer --backend docker)",
@@ -132,16 +137,20 @@ def _grade_batch(
     console: Console,
     pool: SlurmPool | None = None,
 ) -> None:
-    """``batch_grade`` under a progress bar (which also shows the Slurm queue), then the batch's report and
-    its warning, if any."""
+    """``batch_grade`` under a progress bar (which also shows the Slurm queue), holding ``out``'s batch lock
+    (``--wait``: queue behind the run that holds it), then the batch's report and its warning, if any."""
     from grader.classroom.grade import batch_grade
     from grader.classroom.state.gradebook import default_url
+    from grader.classroom.state.lock import batch_lock
     from grader.cli.views import BatchProgressView, batch_report
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     progress = BatchProgressView(console)
     if pool is not None:
         pool.on_queue = progress.note
-    with progress:
+    with batch_lock(out, wait=args.wait, on_wait=say), progress:
         outcome = batch_grade(
             plan=plan,
             submissions=args.submissions,
@@ -190,8 +199,10 @@ missing from the roster (their grades are not in the file).
 
 
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.classroom.outputs.lms import load_roster, read_grades, write_canvas, write_moodle
-    from grader.classroom.state.gradebook import default_url, export_csv, open_gradebook
+    from grader.classroom.export import read_gradebook
+    from grader.classroom.outputs.lms import load_roster, write_canvas, write_moodle
+    from grader.classroom.state.gradebook import default_url
+    from grader.core.atomic import write_atomic
 
     if not (args.csv or args.canvas or args.moodle):
         raise ValueError("give --csv, --canvas or --moodle (or several)")
@@ -199,14 +210,13 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
         raise ValueError("--canvas and --moodle need --roster: the LMS's id of each student")
     roster = load_roster(args.roster) if args.roster else []
     unmatched: set[str] = set()
-    with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
-        if args.csv:
-            export_csv(gradebook, args.csv)
-            console.print(f"wrote {args.csv}", markup=False, highlight=False)
-        grades = read_grades(gradebook, course)
+    contents = read_gradebook(args.gradebook or default_url(course), course, nbgrader_csv=bool(args.csv))
+    if contents.nbgrader_csv is not None:
+        write_atomic(args.csv, contents.nbgrader_csv)
+        console.print(f"wrote {args.csv}", markup=False, highlight=False)
     for path, write in ((args.canvas, write_canvas), (args.moodle, write_moodle)):
         if path:
-            done = write(path, grades, roster)
+            done = write(path, contents.grades, roster)
             said = f"wrote {path}: {done.rows} students, {done.exercises} exercises"
             console.print(said, markup=False, highlight=False, soft_wrap=True)
             for invalid in done.invalid:

@@ -48,7 +48,8 @@ examples:
   grade image build                            build the CPU grading image for --backend docker
   grade exercise 02 --backend docker           grade inside a container (no network, limits, ranks as nobody)
 
-exit status: 0 full marks (or check passed), 1 not full marks, 2 usage or configuration error.
+exit status: 0 full marks (or check passed), 1 not full marks, 2 usage or configuration error,
+3 the machine failed (a full disk, a folder that cannot be written, a corrupt gradebook).
 """
 
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grader.cli.common import EXAMPLES, Subcommands, add_run_options
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.formats import to_gradescope, to_junit
 from grader.learner.grade import grade_exercise, last_result, task_section
@@ -116,9 +117,9 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
         )
     to_terminal(result, console, readme=task_section(course, exercise))
     if args.json:
-        args.json.write_text(json.dumps(to_gradescope(result), indent=2))
+        write_atomic(args.json, json.dumps(to_gradescope(result), indent=2))
     if args.junit:
-        args.junit.write_text(to_junit(result))
+        write_atomic(args.junit, to_junit(result))
     return 0 if result.all_graded_passed else 1
 
 

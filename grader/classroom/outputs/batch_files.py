@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grader.core.atomic import atomic_path, write_atomic
+from grader.core.errors import machine_errors
 from grader.core.formats import STYLES, to_gradescope
 from grader.core.results import ExerciseResult, Status
 
@@ -52,8 +54,11 @@ def histogram_png(scores: list[float], max_score: float, path: Path) -> bool:
     except ImportError:
         return False
     figure = histogram_figure(scores, max_score)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    try:
+        with atomic_path(path) as tmp:
+            figure.savefig(tmp, dpi=100, format="png")
+    finally:
+        plt.close(figure)
     return True
 
 
@@ -77,10 +82,11 @@ def write_batch_outputs(records: list[Any], out: Path, max_score: float) -> None
     are in the CSV and have a results.json, but stay out of the histogram."""
 
     rows = [(r.student, r.result, r.submitted) for r in records]
-    (out / "grades.csv").write_text(batch_csv(rows))
-    (out / "results").mkdir(exist_ok=True)
+    with machine_errors(out / "results"):
+        (out / "results").mkdir(exist_ok=True)
     for student, result, _ in rows:
-        (out / "results" / f"{student}.json").write_text(json.dumps(to_gradescope(result), indent=1))
+        write_atomic(out / "results" / f"{student}.json", json.dumps(to_gradescope(result), indent=1))
+    write_atomic(out / "grades.csv", batch_csv(rows))
     graded = [r.score for _, r, _ in rows if r.verdict is not Status.INVALID]
     histogram_png(graded, max_score, out / "histogram.png")
 

@@ -23,6 +23,8 @@ from typing import Any
 
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
 from grader.classroom.state.records import Record, RecordStore
+from grader.core.atomic import atomic_path, write_atomic
+from grader.core.errors import machine_errors
 from grader.core.results import Status
 
 SALT_FILE = ".pseudonym-salt"
@@ -64,12 +66,13 @@ def write_report(
         if anonymize
         else {r.student: r.student for r in records}
     )
-    (out / "students").mkdir(parents=True, exist_ok=True)
+    with machine_errors(out / "students"):
+        (out / "students").mkdir(parents=True, exist_ok=True)
     for record in analysis.records:
         html = _student_page(record, analysis, name)
-        (out / "students" / f"{slug(name[record.student])}.html").write_text(html)
+        write_atomic(out / "students" / f"{slug(name[record.student])}.html", html)
     index = out / "index.html"
-    index.write_text(_class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
+    write_atomic(index, _class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
     return index
 
 
@@ -77,8 +80,9 @@ def pseudonyms(grades: Path, students: list[str]) -> dict[str, str]:
     """Each student's stable pseudonym, keyed by the grades folder's secret salt (made on first use)."""
     salt_path = grades / SALT_FILE
     if not salt_path.exists():
-        salt_path.write_text(secrets.token_hex(16))
-        salt_path.chmod(0o600)
+        with atomic_path(salt_path) as tmp:
+            tmp.chmod(0o600)  # before the secret is in it
+            tmp.write_text(secrets.token_hex(16))
     salt = salt_path.read_bytes()
     return {s: "student-" + hmac.new(salt, s.encode(), hashlib.sha256).hexdigest()[:8] for s in students}
 

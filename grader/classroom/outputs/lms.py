@@ -50,6 +50,7 @@ from typing import Any
 
 from grader.classroom.outputs.spreadsheet import text_cell
 from grader.classroom.state.gradebook import COMMENT_CELL
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
 
 ROSTER = {
@@ -218,7 +219,7 @@ def _number(value: float) -> str:
 def _write(path: Path, table: list[list[str]], grades: Grades, roster: list[RosterEntry]) -> Export:
     text = io.StringIO()
     csv.writer(text, lineterminator="\n").writerows(table)
-    path.write_text(text.getvalue(), encoding="utf-8")
+    write_atomic(path, text.getvalue())
     listed = {e.student for e in roster}
     graded = {student for _, student in grades.scores}
     return Export(
