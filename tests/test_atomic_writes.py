@@ -69,7 +69,9 @@ def test_a_sweep_removes_only_what_dead_processes_of_this_host_left(tmp_path: Pa
     for path in left.values():
         path.write_text("partial")
     assert sweep_temporaries(tmp_path) == [left["dead"]]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for k, p in left.items() if k != "dead")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for k, p in left.items() if k != "dead"
+    )
 
 
 def _umask() -> int:
