@@ -127,8 +127,8 @@ class Topology:
         if dst not in came_from:
             raise ValueError(f"{self.name}: no path from {src} to {dst}")
         walk: list[str] = [dst]
-        while walk[-1] != src:
-            walk.append(came_from[walk[-1]])  # type: ignore[arg-type]
+        while (previous := came_from[walk[-1]]) is not None:
+            walk.append(previous)
         return walk[::-1]
 
     def local_cpu(self, node: str) -> str:

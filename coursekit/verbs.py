@@ -26,283 +26,131 @@ and the WR completes with IBV_WC_RNR_RETRY_EXC_ERR. Packets to an unreachable or
 wrong PSN, count as lost: the requester completes with IBV_WC_RETRY_EXC_ERR. Atomics, SRQs, memory windows
 and UD/UC QPs are not modelled.
 
-Where it lives: this module holds the verbs, and every public name is reachable from it. The constants, names
-and C structs are in ``coursekit.verbs_defs``; the objects (Fabric, ibv_context, ibv_pd, ibv_mr, ibv_cq,
-ibv_qp) in ``coursekit.verbs_objects``; the state machine's tables in ``coursekit.verbs_states``; the wire
-that carries posted work to the responder in ``coursekit.verbs_wire``.
+Where it lives: this module is the facade, and every public name is reachable from it (``import
+coursekit.verbs as v``). The verbs are in ``coursekit.verbs_device`` (device, PD, MR, CQ) and
+``coursekit.verbs_qp`` (QPs); the constants, names and C structs in ``coursekit.verbs_defs``; the objects
+(Fabric, ibv_context, ibv_pd, ibv_mr, ibv_cq, ibv_qp) in ``coursekit.verbs_objects``; the state machine's
+tables in ``coursekit.verbs_states``; the wire that carries posted work to the responder in
+``coursekit.verbs_wire``.
 """
 
-# ruff: noqa: F405  (the constants and structs come from coursekit.verbs_defs by *)
 from __future__ import annotations
 
-import errno
-from collections import deque
-from dataclasses import replace
-
-from coursekit import verbs_wire as _wire
-from coursekit.verbs_defs import *  # noqa: F403  (the public constants and structs live there)
-from coursekit.verbs_defs import _WC_OPCODE, _check
-from coursekit.verbs_objects import Fabric as Fabric  # re-exported: a simulation starts with v.Fabric()
-from coursekit.verbs_objects import ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_init_attr
-from coursekit.verbs_states import _ALL_ACCESS, _RANGES, _TRANSITIONS
-
-# ---------------------------------------------------------------------------------------------------------
-# device, PD, MR and CQ verbs
-
-
-def ibv_query_port(context: ibv_context, port_num: int) -> ibv_port_attr:
-    _check(port_num == 1, errno.EINVAL, f"{context.name} has one port, port 1; got port {port_num}")
-    mtu = context.active_mtu
-    return ibv_port_attr(IBV_PORT_ACTIVE, mtu, mtu, context.lid, context.fabric.link_layer, len(context.gids))
-
-
-def ibv_query_gid(context: ibv_context, port_num: int, index: int) -> str:
-    ibv_query_port(context, port_num)
-    _check(0 <= index < len(context.gids), errno.EINVAL, f"GID index {index} is out of the GID table")
-    return context.gids[index][0]
-
-
-def ibv_query_gid_type(context: ibv_context, port_num: int, index: int) -> int:
-    ibv_query_gid(context, port_num, index)
-    return context.gids[index][1]
-
-
-def ibv_alloc_pd(context: ibv_context) -> ibv_pd:
-    return ibv_pd(context)
-
-
-def ibv_dealloc_pd(pd: ibv_pd) -> None:
-    _check(pd._users == 0, errno.EBUSY, f"the PD still has {pd._users} MRs/QPs")
-    pd._users = -1
-
-
-def ibv_reg_mr(pd: ibv_pd, buf: bytearray, access: int) -> ibv_mr:
-    """Register all of ``buf``. Remote write or atomic access needs local write too (ibv_reg_mr(3))."""
-    _check(pd._users >= 0, errno.EINVAL, "the PD was deallocated")
-    _check(isinstance(buf, bytearray), errno.EINVAL, "register a bytearray (writable, like pinned memory)")
-    remote_w = access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
-    _check(not remote_w or access & IBV_ACCESS_LOCAL_WRITE, errno.EINVAL,
-           "IBV_ACCESS_REMOTE_WRITE/ATOMIC require IBV_ACCESS_LOCAL_WRITE")  # fmt: skip
-    ctx = pd.context
-    ctx._nkeys += 1
-    key = ((ctx._index + 1) << 24) | (ctx._nkeys << 8)  # keys name the device: another host's key is invalid
-    mr = ibv_mr(pd, buf, access, lkey=key | 0x11, rkey=key | 0x22)
-    ctx._mrs[mr.lkey] = ctx._mrs[mr.rkey] = mr
-    pd._users += 1
-    return mr
-
-
-def ibv_dereg_mr(mr: ibv_mr) -> None:
-    mr.context._mrs.pop(mr.lkey, None)
-    mr.context._mrs.pop(mr.rkey, None)
-    mr._view = None  # unpinned
-    mr.pd._users -= 1
-
-
-def ibv_create_cq(context: ibv_context, cqe: int) -> ibv_cq:
-    _check(cqe >= 1, errno.EINVAL, f"a CQ needs cqe >= 1, got {cqe}")
-    return ibv_cq(context, cqe)
-
-
-def ibv_destroy_cq(cq: ibv_cq) -> None:
-    _check(cq._users == 0, errno.EBUSY, f"{cq._users} QPs still use the CQ")
-
-
-def ibv_poll_cq(cq: ibv_cq, num_entries: int) -> list[ibv_wc]:
-    """Up to ``num_entries`` completions, oldest first; [] when there are none (poll again later)."""
-    if cq._overrun:
-        raise VerbsError(errno.EOVERFLOW, f"CQ overrun: more than cqe={cq.cqe} completions were not polled")
-    polled = [cq._entries.popleft() for _ in range(min(num_entries, len(cq._entries)))]
-    for wc in polled:
-        qp, seq = getattr(wc, "_frees", (None, 0))
-        if qp is not None:
-            qp._sq_freed = max(qp._sq_freed, seq + 1)
-    return polled
-
-
-# ---------------------------------------------------------------------------------------------------------
-# QP verbs and the state machine
-
-
-def ibv_create_qp(pd: ibv_pd, init_attr: ibv_qp_init_attr) -> ibv_qp:
-    ctx, cap = pd.context, init_attr.cap
-    _check(init_attr.qp_type == IBV_QPT_RC, errno.EOPNOTSUPP, "the simulator models RC QPs only")
-    _check(pd._users >= 0, errno.EINVAL, "the PD was deallocated")
-    for cq in (init_attr.send_cq, init_attr.recv_cq):
-        _check(
-            isinstance(cq, ibv_cq) and cq.context is ctx, errno.EINVAL, "the CQs must be on the PD's device"
-        )
-    _check(
-        1 <= cap.max_send_wr <= 4096 and 1 <= cap.max_recv_wr <= 4096, errno.EINVAL, f"bad queue sizes {cap}"
-    )
-    _check(0 <= cap.max_send_sge <= 30 and 0 <= cap.max_recv_sge <= 30, errno.EINVAL, f"bad SGE counts {cap}")
-    qp = ibv_qp(pd, init_attr, qp_num=((ctx._index + 1) << 12) | (0x10 + len(ctx._qps)))
-    ctx._qps[qp.qp_num] = qp
-    pd._users += 1
-    init_attr.send_cq._users += 1
-    init_attr.recv_cq._users += 1
-    return qp
-
-
-def ibv_destroy_qp(qp: ibv_qp) -> None:
-    qp.context._qps.pop(qp.qp_num)
-    qp.pd._users -= 1
-    qp.send_cq._users -= 1
-    qp.recv_cq._users -= 1
-
-
-_RESET, _RTR, _RTS, _ERR = IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_ERR
-
-
-def ibv_modify_qp(qp: ibv_qp, attr: ibv_qp_attr, attr_mask: int) -> None:
-    """Move ``qp`` to ``attr.qp_state`` (when IBV_QP_STATE is in the mask) setting the attributes in the mask.
-
-    EINVAL for an illegal transition, a missing required attribute, an attribute the transition does not
-    allow, or a bad value; the QP is then unchanged (ibv_modify_qp(3)).
-    """
-    cur = qp._state
-    new = attr.qp_state if attr_mask & IBV_QP_STATE else cur
-    where = f"ibv_modify_qp {state_name(cur)} -> {state_name(new)}"
-    if attr_mask & IBV_QP_CUR_STATE:
-        _check(cur in (_RTR, _RTS) and attr.cur_qp_state == cur, errno.EINVAL, f"{where}: bad cur_qp_state")
-    _check((cur, new) in _TRANSITIONS, errno.EINVAL, f"{where}: not a legal transition")
-    required, optional = _TRANSITIONS[(cur, new)]
-    missing, extra = required & ~attr_mask, attr_mask & ~(required | optional | IBV_QP_STATE)
-    _check(not missing, errno.EINVAL, f"{where}: missing required attributes {mask_names(missing)}")
-    _check(not extra, errno.EINVAL, f"{where}: attributes not allowed here: {mask_names(extra)}")
-    for bit, (name, low, high) in _RANGES.items():
-        value = getattr(attr, name)
-        if attr_mask & bit:
-            _check(low <= value <= high, errno.EINVAL, f"{where}: {name}={value} is outside [{low}, {high}]")
-    if attr_mask & IBV_QP_ACCESS_FLAGS:
-        _check(not attr.qp_access_flags & ~_ALL_ACCESS, errno.EINVAL, f"{where}: unknown access flags")
-    if attr_mask & IBV_QP_PATH_MTU:
-        top = qp.context.active_mtu
-        _check(
-            1 <= attr.path_mtu <= top, errno.EINVAL, f"{where}: path_mtu {attr.path_mtu} > active_mtu {top}"
-        )
-    if attr_mask & IBV_QP_AV:
-        _check_av(qp.context, attr.ah_attr, where)
-    _apply(qp, attr, attr_mask, new)
-    qp.transitions.append((cur, new, attr_mask))
-
-
-def _check_av(ctx: ibv_context, ah: ibv_ah_attr, where: str) -> None:
-    _check(ah.port_num == 1, errno.EINVAL, f"{where}: ah_attr.port_num must be 1")
-    if ctx.fabric.link_layer == IBV_LINK_LAYER_ETHERNET:
-        # RoCE has no LIDs: every packet carries a GRH (rdma_check_ah_attr in linux core/verbs.c)
-        _check(ah.is_global, errno.EINVAL, f"{where}: RoCE needs ah_attr.is_global=1 and a grh.dgid")
-    if ah.is_global:
-        _check(0 <= ah.grh.sgid_index < len(ctx.gids), errno.EINVAL, f"{where}: bad grh.sgid_index")
-        _check(isinstance(ah.grh.dgid, str) and ah.grh.dgid, errno.EINVAL, f"{where}: empty grh.dgid")
-    else:
-        _check(ah.dlid > 0, errno.EINVAL, f"{where}: ah_attr.dlid must name the remote port's LID")
-
-
-def _apply(qp: ibv_qp, attr: ibv_qp_attr, mask: int, new: int) -> None:
-    if new == _RESET:
-        qp._sq.clear()
-        qp._rq.clear()
-        for cq in {qp.send_cq, qp.recv_cq}:  # mlx5_cq_clean: completions not yet polled are dropped
-            cq._entries = deque(wc for wc in cq._entries if wc.qp_num != qp.qp_num)
-        qp._attr, qp._state = ibv_qp_attr(), _RESET
-        qp._sq_posted = qp._sq_freed = 0
-        return
-    for bit, (name, _, _) in _RANGES.items():
-        if mask & bit:
-            setattr(qp._attr, name, getattr(attr, name))
-    if mask & IBV_QP_PATH_MTU:
-        qp._attr.path_mtu = attr.path_mtu
-    if mask & IBV_QP_AV:
-        qp._attr.ah_attr = replace(attr.ah_attr, grh=replace(attr.ah_attr.grh))
-    if mask & IBV_QP_RQ_PSN:
-        qp._expected_psn = attr.rq_psn
-    if mask & IBV_QP_SQ_PSN:
-        qp._next_psn = attr.sq_psn
-    if new == _ERR:
-        _wire.to_error(qp)
-    qp._state = new
-    _wire.progress_all(qp.context.fabric)
-
-
-def ibv_query_qp(qp: ibv_qp) -> ibv_qp_attr:
-    """A copy of the QP's current attributes (the C verb also takes a mask and an init_attr; not needed)."""
-    return replace(qp._attr, qp_state=qp._state, cur_qp_state=qp._state,
-                   ah_attr=replace(qp._attr.ah_attr, grh=replace(qp._attr.ah_attr.grh)))  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------------------
-# posting work
-
-
-def ibv_post_send(qp: ibv_qp, wr: ibv_send_wr | list[ibv_send_wr]) -> None:
-    """Post one WR or a list (C's ``next`` chain). The WRs are copied: the caller may reuse them at once."""
-    for i, one in enumerate(wr if isinstance(wr, list) else [wr]):
-        try:
-            _post_send(qp, one)
-        except VerbsError as exc:
-            exc.bad_wr = i
-            raise
-
-
-def _post_send(qp: ibv_qp, wr: ibv_send_wr) -> None:
-    if qp._state == _ERR:
-        qp.send_cq._push(
-            ibv_wc(wr.wr_id, IBV_WC_WR_FLUSH_ERR, _WC_OPCODE.get(wr.opcode, 0), qp_num=qp.qp_num)
-        )
-        return
-    _check(qp._state == _RTS, errno.EINVAL, f"ibv_post_send needs RTS; the QP is in {state_name(qp._state)}")
-    _check(wr.opcode in _WC_OPCODE, errno.EINVAL, f"opcode {wr.opcode} is not modelled (no atomics)")
-    _check(
-        len(wr.sg_list) <= qp.cap.max_send_sge, errno.EINVAL, f"more than max_send_sge={qp.cap.max_send_sge}"
-    )
-    # A send WR holds its slot until a completion of it, or of a later WR, is polled: unsignaled WRs are
-    # freed by the next signaled one (as mlx5 advances its SQ tail from the polled CQE's wqe_counter).
-    in_use = qp._sq_posted - qp._sq_freed
-    _check(
-        in_use < qp.cap.max_send_wr, errno.ENOMEM, f"send queue full: {in_use} WRs not yet completed+polled"
-    )
-    inline = bool(wr.send_flags & IBV_SEND_INLINE) and wr.opcode != IBV_WR_RDMA_READ
-    copy = replace(wr, sg_list=[replace(s) for s in wr.sg_list])
-    if inline:  # the data is copied now, from plain memory: no lkey is checked
-        size = sum(s.length for s in wr.sg_list)
-        _check(size <= qp.cap.max_inline_data, errno.EINVAL, f"{size} B inline > max_inline_data")
-        copy._inline = b"".join(_peek(qp.context, s) for s in wr.sg_list)  # type: ignore[attr-defined]
-    copy._seq = qp._sq_posted  # type: ignore[attr-defined]
-    qp._sq_posted += 1
-    qp._sq.append(copy)
-    _wire.progress(qp)
-
-
-def ibv_post_recv(qp: ibv_qp, wr: ibv_recv_wr | list[ibv_recv_wr]) -> None:
-    """Post receive WRs; they may be posted from INIT on (processed once the QP is in RTR)."""
-    for i, one in enumerate(wr if isinstance(wr, list) else [wr]):
-        try:
-            _post_recv(qp, one)
-        except VerbsError as exc:
-            exc.bad_wr = i
-            raise
-    _wire.progress_all(qp.context.fabric)  # a SEND waiting on "receiver not ready" may go now
-
-
-def _post_recv(qp: ibv_qp, wr: ibv_recv_wr) -> None:
-    if qp._state == _ERR:
-        qp.recv_cq._push(ibv_wc(wr.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, qp_num=qp.qp_num))
-        return
-    _check(qp._state != _RESET, errno.EINVAL, "ibv_post_recv needs INIT, RTR or RTS; the QP is in RESET")
-    _check(
-        len(wr.sg_list) <= qp.cap.max_recv_sge, errno.EINVAL, f"more than max_recv_sge={qp.cap.max_recv_sge}"
-    )
-    _check(
-        len(qp._rq) < qp.cap.max_recv_wr,
-        errno.ENOMEM,
-        f"receive queue full: max_recv_wr={qp.cap.max_recv_wr}",
-    )
-    qp._rq.append(replace(wr, sg_list=[replace(s) for s in wr.sg_list]))
-
-
-def _peek(ctx: ibv_context, sge: ibv_sge) -> bytes:
-    for buf, base in ctx._bases.values():
-        if base <= sge.addr and sge.addr + sge.length <= base + len(buf):
-            return bytes(buf[sge.addr - base : sge.addr - base + sge.length])
-    raise VerbsError(errno.EFAULT, f"inline data at {sge.addr:#x} is not in this host's memory")
+# Each name is re-exported explicitly (``X as X``): a student's code reads v.IBV_QPS_RTS, v.ibv_qp_attr(...).
+# One statement per module (isort would split every ``as`` into a statement of its own):
+# isort: skip_file
+from coursekit.verbs_defs import (
+    IBV_ACCESS_LOCAL_WRITE as IBV_ACCESS_LOCAL_WRITE,
+    IBV_ACCESS_REMOTE_ATOMIC as IBV_ACCESS_REMOTE_ATOMIC,
+    IBV_ACCESS_REMOTE_READ as IBV_ACCESS_REMOTE_READ,
+    IBV_ACCESS_REMOTE_WRITE as IBV_ACCESS_REMOTE_WRITE,
+    IBV_GID_TYPE_IB as IBV_GID_TYPE_IB,
+    IBV_GID_TYPE_ROCE_V1 as IBV_GID_TYPE_ROCE_V1,
+    IBV_GID_TYPE_ROCE_V2 as IBV_GID_TYPE_ROCE_V2,
+    IBV_LINK_LAYER_ETHERNET as IBV_LINK_LAYER_ETHERNET,
+    IBV_LINK_LAYER_INFINIBAND as IBV_LINK_LAYER_INFINIBAND,
+    IBV_MTU_256 as IBV_MTU_256,
+    IBV_MTU_512 as IBV_MTU_512,
+    IBV_MTU_1024 as IBV_MTU_1024,
+    IBV_MTU_2048 as IBV_MTU_2048,
+    IBV_MTU_4096 as IBV_MTU_4096,
+    IBV_PORT_ACTIVE as IBV_PORT_ACTIVE,
+    IBV_QP_ACCESS_FLAGS as IBV_QP_ACCESS_FLAGS,
+    IBV_QP_ALT_PATH as IBV_QP_ALT_PATH,
+    IBV_QP_AV as IBV_QP_AV,
+    IBV_QP_CUR_STATE as IBV_QP_CUR_STATE,
+    IBV_QP_DEST_QPN as IBV_QP_DEST_QPN,
+    IBV_QP_MAX_DEST_RD_ATOMIC as IBV_QP_MAX_DEST_RD_ATOMIC,
+    IBV_QP_MAX_QP_RD_ATOMIC as IBV_QP_MAX_QP_RD_ATOMIC,
+    IBV_QP_MIN_RNR_TIMER as IBV_QP_MIN_RNR_TIMER,
+    IBV_QP_PATH_MIG_STATE as IBV_QP_PATH_MIG_STATE,
+    IBV_QP_PATH_MTU as IBV_QP_PATH_MTU,
+    IBV_QP_PKEY_INDEX as IBV_QP_PKEY_INDEX,
+    IBV_QP_PORT as IBV_QP_PORT,
+    IBV_QP_RETRY_CNT as IBV_QP_RETRY_CNT,
+    IBV_QP_RNR_RETRY as IBV_QP_RNR_RETRY,
+    IBV_QP_RQ_PSN as IBV_QP_RQ_PSN,
+    IBV_QP_SQ_PSN as IBV_QP_SQ_PSN,
+    IBV_QP_STATE as IBV_QP_STATE,
+    IBV_QP_TIMEOUT as IBV_QP_TIMEOUT,
+    IBV_QPS_ERR as IBV_QPS_ERR,
+    IBV_QPS_INIT as IBV_QPS_INIT,
+    IBV_QPS_RESET as IBV_QPS_RESET,
+    IBV_QPS_RTR as IBV_QPS_RTR,
+    IBV_QPS_RTS as IBV_QPS_RTS,
+    IBV_QPS_SQD as IBV_QPS_SQD,
+    IBV_QPS_SQE as IBV_QPS_SQE,
+    IBV_QPT_RC as IBV_QPT_RC,
+    IBV_SEND_FENCE as IBV_SEND_FENCE,
+    IBV_SEND_INLINE as IBV_SEND_INLINE,
+    IBV_SEND_SIGNALED as IBV_SEND_SIGNALED,
+    IBV_SEND_SOLICITED as IBV_SEND_SOLICITED,
+    IBV_WC_BAD_RESP_ERR as IBV_WC_BAD_RESP_ERR,
+    IBV_WC_LOC_ACCESS_ERR as IBV_WC_LOC_ACCESS_ERR,
+    IBV_WC_LOC_EEC_OP_ERR as IBV_WC_LOC_EEC_OP_ERR,
+    IBV_WC_LOC_LEN_ERR as IBV_WC_LOC_LEN_ERR,
+    IBV_WC_LOC_PROT_ERR as IBV_WC_LOC_PROT_ERR,
+    IBV_WC_LOC_QP_OP_ERR as IBV_WC_LOC_QP_OP_ERR,
+    IBV_WC_MW_BIND_ERR as IBV_WC_MW_BIND_ERR,
+    IBV_WC_RDMA_READ as IBV_WC_RDMA_READ,
+    IBV_WC_RDMA_WRITE as IBV_WC_RDMA_WRITE,
+    IBV_WC_RECV as IBV_WC_RECV,
+    IBV_WC_RECV_RDMA_WITH_IMM as IBV_WC_RECV_RDMA_WITH_IMM,
+    IBV_WC_REM_ACCESS_ERR as IBV_WC_REM_ACCESS_ERR,
+    IBV_WC_REM_INV_REQ_ERR as IBV_WC_REM_INV_REQ_ERR,
+    IBV_WC_REM_OP_ERR as IBV_WC_REM_OP_ERR,
+    IBV_WC_RETRY_EXC_ERR as IBV_WC_RETRY_EXC_ERR,
+    IBV_WC_RNR_RETRY_EXC_ERR as IBV_WC_RNR_RETRY_EXC_ERR,
+    IBV_WC_SEND as IBV_WC_SEND,
+    IBV_WC_SUCCESS as IBV_WC_SUCCESS,
+    IBV_WC_WITH_IMM as IBV_WC_WITH_IMM,
+    IBV_WC_WR_FLUSH_ERR as IBV_WC_WR_FLUSH_ERR,
+    IBV_WR_RDMA_READ as IBV_WR_RDMA_READ,
+    IBV_WR_RDMA_WRITE as IBV_WR_RDMA_WRITE,
+    IBV_WR_RDMA_WRITE_WITH_IMM as IBV_WR_RDMA_WRITE_WITH_IMM,
+    IBV_WR_SEND as IBV_WR_SEND,
+    IBV_WR_SEND_WITH_IMM as IBV_WR_SEND_WITH_IMM,
+    VerbsError as VerbsError,
+    ibv_ah_attr as ibv_ah_attr,
+    ibv_global_route as ibv_global_route,
+    ibv_port_attr as ibv_port_attr,
+    ibv_qp_attr as ibv_qp_attr,
+    ibv_qp_cap as ibv_qp_cap,
+    ibv_recv_wr as ibv_recv_wr,
+    ibv_send_wr as ibv_send_wr,
+    ibv_sge as ibv_sge,
+    ibv_wc as ibv_wc,
+    mask_names as mask_names,
+    mtu_bytes as mtu_bytes,
+    state_name as state_name,
+    status_name as status_name,
+)
+from coursekit.verbs_device import (
+    ibv_alloc_pd as ibv_alloc_pd,
+    ibv_create_cq as ibv_create_cq,
+    ibv_dealloc_pd as ibv_dealloc_pd,
+    ibv_dereg_mr as ibv_dereg_mr,
+    ibv_destroy_cq as ibv_destroy_cq,
+    ibv_poll_cq as ibv_poll_cq,
+    ibv_query_gid as ibv_query_gid,
+    ibv_query_gid_type as ibv_query_gid_type,
+    ibv_query_port as ibv_query_port,
+    ibv_reg_mr as ibv_reg_mr,
+)
+from coursekit.verbs_objects import (
+    Fabric as Fabric,
+    ibv_context as ibv_context,
+    ibv_cq as ibv_cq,
+    ibv_mr as ibv_mr,
+    ibv_pd as ibv_pd,
+    ibv_qp as ibv_qp,
+    ibv_qp_init_attr as ibv_qp_init_attr,
+)
+from coursekit.verbs_qp import (
+    ibv_create_qp as ibv_create_qp,
+    ibv_destroy_qp as ibv_destroy_qp,
+    ibv_modify_qp as ibv_modify_qp,
+    ibv_post_recv as ibv_post_recv,
+    ibv_post_send as ibv_post_send,
+    ibv_query_qp as ibv_query_qp,
+)

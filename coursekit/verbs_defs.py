@@ -196,12 +196,12 @@ class ibv_port_attr:
     gid_tbl_len: int = 1
 
 
-_WC_OPCODE = {
+WC_OPCODE = {
     IBV_WR_SEND: IBV_WC_SEND, IBV_WR_SEND_WITH_IMM: IBV_WC_SEND, IBV_WR_RDMA_WRITE: IBV_WC_RDMA_WRITE,
     IBV_WR_RDMA_WRITE_WITH_IMM: IBV_WC_RDMA_WRITE, IBV_WR_RDMA_READ: IBV_WC_RDMA_READ,
 }  # fmt: skip
 
 
-def _check(ok: object, code: int, message: str) -> None:
+def check(ok: object, code: int, message: str) -> None:
     if not ok:
         raise VerbsError(code, message)

@@ -1,7 +1,8 @@
 """The objects of the verbs simulator: a fabric of devices (one per simulated host), PDs, MRs, CQs, QPs.
 
 The verbs in ``coursekit.verbs`` create and change them; the wire (``coursekit.verbs_wire``) moves data
-between them. Attributes that start with ``_`` are the simulator's own state: only the simulator changes them.
+between them. Each object keeps the simulator's own state in ``sim`` (a ``...Sim`` record): what libibverbs
+hides behind its handles; only the verbs and the wire change it.
 """
 
 from __future__ import annotations
@@ -52,20 +53,37 @@ class Fabric:
         self.devices.append(ctx)
         return ctx
 
-    def _qps(self) -> list[ibv_qp]:
-        return [qp for ctx in self.devices for qp in ctx._qps.values()]
+    def all_qps(self) -> list[ibv_qp]:
+        return [qp for ctx in self.devices for qp in ctx.sim.qps.values()]
+
+
+@dataclass
+class ContextSim:
+    """A device's address space and key space: ``index`` (its place on the fabric), the next free virtual
+    address, the buffers given addresses (``bases``: by ``id``, kept alive), its MRs by lkey and by rkey, its
+    QPs by number, and how many keys it has issued."""
+
+    index: int
+    next_addr: int
+    bases: dict[int, tuple[bytearray, int]] = field(default_factory=dict)
+    mrs: dict[int, ibv_mr] = field(default_factory=dict)
+    qps: dict[int, ibv_qp] = field(default_factory=dict)
+    nkeys: int = 0
+
+    def base(self, buf: bytearray) -> int:
+        """The virtual address of ``buf`` on this host (given on first use)."""
+        if id(buf) not in self.bases:
+            self.bases[id(buf)] = (buf, self.next_addr)  # keeps buf alive: its id stays unique
+            self.next_addr += (len(buf) // 4096 + 2) * 4096
+        return self.bases[id(buf)][1]
 
 
 class ibv_context:
     """One host's RDMA device (port 1 only) with its own virtual address space and key space."""
 
     def __init__(self, fabric: Fabric, name: str, index: int) -> None:
-        self.fabric, self.name, self._index = fabric, name, index
-        self._next_addr = 0x7F0000000000 + index * 0x10000000000  # hosts' address spaces differ
-        self._bases: dict[int, tuple[bytearray, int]] = {}
-        self._mrs: dict[int, ibv_mr] = {}  # by lkey and by rkey
-        self._qps: dict[int, ibv_qp] = {}
-        self._nkeys = 0
+        self.fabric, self.name = fabric, name
+        self.sim = ContextSim(index, 0x7F0000000000 + index * 0x10000000000)  # hosts' address spaces differ
         if fabric.link_layer == IBV_LINK_LAYER_INFINIBAND:
             self.lid = index + 1
             self.gids = [(f"fe80::2:c903:0:{index + 1:x}", IBV_GID_TYPE_IB)]
@@ -81,20 +99,26 @@ class ibv_context:
             room = fabric.eth_mtu - 96
             self.active_mtu = max((m for m in range(1, 6) if mtu_bytes(m) <= room), default=0)
 
-    def _base(self, buf: bytearray) -> int:
-        if id(buf) not in self._bases:
-            self._bases[id(buf)] = (buf, self._next_addr)  # keeps buf alive: its id stays unique
-            self._next_addr += (len(buf) // 4096 + 2) * 4096
-        return self._bases[id(buf)][1]
-
     def __repr__(self) -> str:
         return f"ibv_context({self.name!r})"
+
+
+@dataclass
+class PdSim:
+    users: int = 0
+    """MRs and QPs on the PD; -1 once it is deallocated."""
 
 
 class ibv_pd:
     def __init__(self, context: ibv_context) -> None:
         self.context = context
-        self._users = 0
+        self.sim = PdSim()
+
+
+@dataclass
+class MrSim:
+    view: memoryview | None
+    """The registered bytes; it pins the buffer (no resize while registered); None once deregistered."""
 
 
 class ibv_mr:
@@ -102,26 +126,42 @@ class ibv_mr:
 
     def __init__(self, pd: ibv_pd, buf: bytearray, access: int, lkey: int, rkey: int) -> None:
         self.context, self.pd, self.access = pd.context, pd, access
-        self.addr, self.length = pd.context._base(buf), len(buf)
+        self.addr, self.length = pd.context.sim.base(buf), len(buf)
         self.lkey, self.rkey = lkey, rkey
-        self._view: memoryview | None = memoryview(buf)  # pins buf: it cannot be resized while registered
+        self.sim = MrSim(memoryview(buf))
 
     def __repr__(self) -> str:
         return f"ibv_mr(addr={self.addr:#x}, length={self.length}, lkey={self.lkey:#x}, rkey={self.rkey:#x})"
 
 
+@dataclass(frozen=True)
+class Completion:
+    """A completion waiting in its CQ; a send-side one frees its QP's send-queue slots up to ``frees``
+    (the QP and the WR's sequence number) when it is polled."""
+
+    wc: ibv_wc
+    frees: tuple[ibv_qp, int] | None = None
+
+
+@dataclass
+class CqSim:
+    entries: deque[Completion] = field(default_factory=deque)
+    users: int = 0
+    """QPs that use the CQ."""
+    overrun: bool = False
+
+
 class ibv_cq:
     def __init__(self, context: ibv_context, cqe: int) -> None:
         self.context, self.cqe = context, cqe
-        self._entries: deque[ibv_wc] = deque()
-        self._users = 0
-        self._overrun = False
+        self.sim = CqSim()
 
-    def _push(self, wc: ibv_wc) -> None:
-        if len(self._entries) >= self.cqe:
-            self._overrun = True  # real verbs: IBV_EVENT_CQ_ERR; the completion is lost
+    def deliver(self, wc: ibv_wc, frees: tuple[ibv_qp, int] | None = None) -> None:
+        """The simulator queues a completion (``frees``: see ``Completion``); a full CQ overruns."""
+        if len(self.sim.entries) >= self.cqe:
+            self.sim.overrun = True  # real verbs: IBV_EVENT_CQ_ERR; the completion is lost
             return
-        self._entries.append(wc)
+        self.sim.entries.append(Completion(wc, frees))
 
 
 # the one C struct that holds objects (its CQs): it lives here, with them, so verbs_defs needs none
@@ -134,6 +174,29 @@ class ibv_qp_init_attr:
     sq_sig_all: int = 0
 
 
+@dataclass(frozen=True)
+class PostedSend:
+    """A send WR as posted: a copy of it, its sequence number on the QP, and its data when it was inline
+    (copied at post time)."""
+
+    wr: ibv_send_wr
+    seq: int
+    inline: bytes | None = None
+
+
+@dataclass
+class QpSim:
+    state: int = IBV_QPS_RESET
+    attr: ibv_qp_attr = field(default_factory=ibv_qp_attr)
+    sq: deque[PostedSend] = field(default_factory=deque)
+    rq: deque[ibv_recv_wr] = field(default_factory=deque)
+    next_psn: int = 0
+    expected_psn: int = 0
+    sq_posted: int = 0
+    sq_freed: int = 0
+    """Send slots are freed when a completion is POLLED (``ibv_poll_cq`` in coursekit.verbs)."""
+
+
 class ibv_qp:
     """An RC queue pair. ``state`` is read-only: only ibv_modify_qp changes it, and ``transitions`` logs
     every successful ibv_modify_qp as (old state, new state, attr_mask)."""
@@ -143,17 +206,11 @@ class ibv_qp:
         self.send_cq, self.recv_cq, self.sq_sig_all = init.send_cq, init.recv_cq, init.sq_sig_all
         self.cap = replace(init.cap)
         self.transitions: list[tuple[int, int, int]] = []
-        self._state = IBV_QPS_RESET
-        self._attr = ibv_qp_attr()
-        self._sq: deque[ibv_send_wr] = deque()
-        self._rq: deque[ibv_recv_wr] = deque()
-        self._next_psn = self._expected_psn = 0
-        # send slots are freed when a completion is POLLED (see _post_send in coursekit.verbs)
-        self._sq_posted = self._sq_freed = 0
+        self.sim = QpSim()
 
     @property
     def state(self) -> int:
-        return self._state
+        return self.sim.state
 
     def __repr__(self) -> str:
-        return f"ibv_qp(qp_num={self.qp_num:#x}, state={state_name(self._state)})"
+        return f"ibv_qp(qp_num={self.qp_num:#x}, state={state_name(self.sim.state)})"

@@ -159,3 +159,20 @@ def test_the_python_m_entry_points_still_answer(module: str) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert "usage:" in run.stdout
+
+
+def test_every_type_ignore_names_its_error_and_says_why() -> None:
+    """An ignore names the error code it silences (so that no other error hides behind it) and a comment,
+    on its line or the line above, says why the code cannot be typed instead."""
+    unexplained = []
+    for path in _modules():
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines, 1):
+            if "type: ignore" not in line:
+                continue
+            named = re.search(r"type:\s*ignore\[[a-z-]+(, *[a-z-]+)*\]", line)
+            above = lines[number - 2].strip()
+            said = re.search(r"type:\s*ignore\[[^\]]*\]\s*#\s*\S", line) or above.startswith("#")
+            if not (named and said):
+                unexplained.append(f"{path.relative_to(REPO)}:{number}")
+    assert unexplained == []

@@ -44,7 +44,7 @@ def test_a_full_disk_keeps_the_old_file_and_names_the_path(tmp_path: Path) -> No
             write_atomic(target, "x" * 65536)
         assert target.read_text() == '{"score": 1}'
         assert sorted(p.name for p in disk.iterdir()) == ["filler", "s07.json"]
-        assert str(failure.value).startswith(f"{target}: No space left on device; free space there")
+        assert str(failure.value).startswith(f"{target}: No space left on device; free some space")
         assert "\n" not in str(failure.value)
         assert free_bytes(disk) >= 4096  # the partial temporary file was removed
 

@@ -17,7 +17,7 @@ from grader.classroom import grading_process
 from grader.classroom.outputs import batch_files as outputs
 from grader.classroom.state.gradebook import default_url, open_gradebook
 from grader.core.course import Course
-from grader.core.submission import why_invalid
+from grader.core.submission import Reason, why_invalid
 
 
 def batch(course: Course, *argv: str) -> int:
@@ -85,30 +85,39 @@ def test_a_batch_names_invalid_uploads_grades_none_of_them_and_records_each_as_z
 
 
 @pytest.mark.parametrize(
-    ("make", "reason"),
+    ("make", "code", "reason"),
     [
-        (lambda p: p.mkdir(), "the submission is empty"),
-        (lambda p: p.write_bytes(b""), "the submission is an empty file"),
+        (lambda p: p.mkdir(), Reason.EMPTY, "the submission is empty"),
+        (lambda p: p.write_bytes(b""), Reason.EMPTY, "the submission is an empty file"),
         (
             lambda p: p.with_suffix(".zip").write_bytes(b"PK\x03\x04 cut"),
+            Reason.CORRUPT,
             "the archive is corrupt (not a zip file)",
         ),
-        (lambda p: zipfile.ZipFile(p.with_suffix(".zip"), "w").close(), "the archive is empty"),
+        (lambda p: zipfile.ZipFile(p.with_suffix(".zip"), "w").close(), Reason.EMPTY, "the archive is empty"),
         (
             lambda p: _zip(p, {"../toy.py": "x", "toy.py": "y"}),
+            Reason.TRAVERSAL,
             "the archive's member '../toy.py' escapes the submission (path traversal)",
         ),
         (
             lambda p: _zip(p, {"a/notes.txt": "", "a/b.md": "", "c.txt": "", "d.txt": ""}),
+            Reason.NO_EXERCISE_FILE,
             "none of the exercise's files (toy.py) is in it; it holds a/b.md, a/notes.txt, c.txt and 1 more",
+        ),
+        (
+            lambda p: _zip(p, {f"f{i}": "" for i in range(10_001)}),
+            Reason.TOO_MANY_MEMBERS,
+            "the archive has more than 10000 members",
         ),
     ],
 )
-def test_why_invalid_gives_one_line(tmp_path: Path, make, reason: str) -> None:  # type: ignore[no-untyped-def]
+def test_why_invalid_gives_a_code_and_one_line(tmp_path: Path, make, code: Reason, reason: str) -> None:  # type: ignore[no-untyped-def]
     target = tmp_path / "sub"
     make(target)
     path = target if target.exists() else target.with_suffix(".zip")
-    assert why_invalid(path, ("toy.py",)) == reason
+    refusal = why_invalid(path, ("toy.py",))
+    assert refusal is not None and (refusal.reason, refusal.text) == (code, reason)
 
 
 def test_a_submission_with_some_of_the_files_is_valid(tmp_path: Path) -> None:

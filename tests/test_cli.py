@@ -14,6 +14,7 @@ import pytest
 from grader import cli
 from grader.cli.parser import build_parser
 from grader.core.course import Course
+from grader.core.errors import ExitCode
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "course" / "course.yml")
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
@@ -206,7 +207,7 @@ def test_image_build_without_a_registry_names_the_offline_route(capsys: pytest.C
     from docker_support import require_docker_engine
 
     require_docker_engine()
-    assert grade("image", "build", "--base", "distgpu-test/no-such-base:1") == 2
+    assert grade("image", "build", "--base", "distgpu-test/no-such-base:1") == ExitCode.ENVIRONMENT_FAILURE
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("building the cpu image") and len(lines) == 2, lines
     assert "distgpu-test/no-such-base:1 is not here and cannot be pulled" in lines[1]

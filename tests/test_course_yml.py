@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.course import Course, CourseConfigError, load_course
+from grader.core.errors import UsageError
 
 GOOD = """\
 course: Tiny
@@ -86,7 +87,10 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_not_yaml(tmp_path: Path) -> None:
-    assert error_of(tmp_path, "course: [unclosed").startswith("course.yml: not valid YAML")
+    assert error_of(tmp_path, "course: [unclosed") == (
+        "course.yml:1: not valid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow "
+        "sequence at line 1)"
+    )
 
 
 @pytest.mark.parametrize("ref", ["2", "02", "ring_tree"])
@@ -95,7 +99,7 @@ def test_exercise_resolves_by_number_or_slug(course: Course, ref: str) -> None:
 
 
 def test_unknown_exercise_suggests_slug(course: Course) -> None:
-    with pytest.raises(KeyError, match="did you mean 'ring_tree'"):
+    with pytest.raises(UsageError, match="did you mean 'ring_tree'"):
         course.find("ring_trees")
 
 

@@ -359,7 +359,7 @@ def test_reads_need_read_credits() -> None:
     rdma(a, b, v.IBV_WR_RDMA_READ)
     assert v.ibv_poll_cq(a.cq, 4) == []
     a, b = pair()
-    b.qp._attr.max_dest_rd_atomic = 0  # B accepts no reads
+    b.qp.sim.attr.max_dest_rd_atomic = 0  # B accepts no reads
     rdma(a, b, v.IBV_WR_RDMA_READ)
     assert statuses(a.cq) == [v.IBV_WC_REM_INV_REQ_ERR]
 

@@ -34,13 +34,13 @@ def _endpoint(mod: Any, ctx: v.ibv_context, size: int, access: int, psn: int, de
 
 def _wired(ep: Any, peer: Any, qp_access: int = RW, rnr_retry: int = 7) -> None:
     """Backdoor: put ep.qp straight into RTS, connected to peer.qp (InfiniBand addressing)."""
-    attr = ep.qp._attr
+    attr = ep.qp.sim.attr
     attr.qp_access_flags, attr.port_num, attr.pkey_index = qp_access, 1, 0
     attr.ah_attr = v.ibv_ah_attr(dlid=peer.ctx.lid, port_num=1)
     attr.path_mtu, attr.dest_qp_num = v.IBV_MTU_1024, peer.qp.qp_num
     attr.rq_psn, attr.sq_psn, attr.max_dest_rd_atomic, attr.max_rd_atomic = peer.psn, ep.psn, 1, 1
     attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 12, 20, 7, rnr_retry
-    ep.qp._expected_psn, ep.qp._next_psn, ep.qp._state = peer.psn, ep.psn, v.IBV_QPS_RTS
+    ep.qp.sim.expected_psn, ep.qp.sim.next_psn, ep.qp.sim.state = peer.psn, ep.psn, v.IBV_QPS_RTS
 
 
 def _info(ep: Any, gid_index: int | None = None) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def endpoint_facts(ctx: Any, *, size: int, access: int, psn: int, depth: int) ->
         "cap": asdict(qp.cap),
         "sq_sig_all": qp.sq_sig_all,
         "pd_shared": qp.pd is ep.pd is ep.mr.pd,
-        "buf_is_mr": ep.mr.length == len(ep.buf) == size and ep.mr.addr == ep.ctx._base(ep.buf),
+        "buf_is_mr": ep.mr.length == len(ep.buf) == size and ep.mr.addr == ep.ctx.sim.base(ep.buf),
         "zeroed": not any(ep.buf),
         "access": ep.mr.access,
         "psn": ep.psn,

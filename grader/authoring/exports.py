@@ -24,6 +24,7 @@ import yaml
 from grader import SOURCE_ROOT
 from grader.authoring.release import IGNORED
 from grader.core.course import Course, Exercise, load_course
+from grader.core.errors import UsageError
 
 PACKAGES = ("grader", "coursekit")
 PUBLIC = ("grader", "coursekit", "exercises")
@@ -90,7 +91,7 @@ cd /tmp && PYTHONPATH=/grade/public OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo pyth
 
 def trimmed_course(course: Course, exercise: Exercise, dest: Path, *, solutions: bool = True) -> None:
     """Write the course with ``exercise`` alone into ``dest`` (its solutions/ folder too unless
-    ``solutions`` is False); ``ValueError`` unless it loads and defines the same exercise (a course.yml key
+    ``solutions`` is False); ``UsageError`` unless it loads and defines the same exercise (a course.yml key
     this trimming does not know must not ship a grader that fails)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in PACKAGES:  # the grader that runs here, whichever course it grades
@@ -106,10 +107,10 @@ def trimmed_course(course: Course, exercise: Exercise, dest: Path, *, solutions:
     (dest / "course.yml").write_text(header + yaml.safe_dump(catalog, sort_keys=False, width=110))
     try:
         found = load_course(dest / "course.yml").find(exercise.key)
-    except (ValueError, KeyError) as exc:
-        raise ValueError(f"the course trimmed to exercise {exercise.key} does not load: {exc}") from None
+    except UsageError as exc:
+        raise UsageError(f"the course trimmed to exercise {exercise.key} does not load: {exc}") from None
     if found != exercise:
-        raise ValueError(f"the course trimmed to exercise {exercise.key} defines it differently")
+        raise UsageError(f"the course trimmed to exercise {exercise.key} defines it differently")
 
 
 def _only(section: dict[str, Any], exercise: Exercise) -> dict[str, Any]:

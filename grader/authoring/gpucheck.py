@@ -33,6 +33,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from grader import SOURCE_ROOT
 from grader.authoring.check import stub_problems
@@ -262,7 +263,8 @@ def _gpu_names() -> list[str]:
 
 def _say(console: Console, check: Check) -> None:
     console.print(
-        f"{check.seconds:7.1f} s  {check.mark:>3}  {check.exercise:>3} {check.what}: {check.detail}"
+        f"{check.seconds:7.1f} s  {check.mark:>3}  {check.exercise:>3} {check.what}: {check.detail}",
+        markup=False,
     )
 
 
@@ -272,7 +274,7 @@ def _report(checks: list[Check], gpus: list[str], out: Path, console: Console, s
         table.add_column(column)
     for c in checks:
         mark = "[red]NO[/]" if c.mark == "NO" else c.mark
-        table.add_row(c.what, c.exercise, mark, f"{c.seconds:g}", c.detail)
+        table.add_row(c.what, c.exercise, mark, f"{c.seconds:g}", Text(c.detail))
     console.print(table)
     console.print(_tally(checks) + f", in {seconds:.0f} s")
     rows = [f"| {c.what} | {c.exercise} | {c.mark} | {c.seconds:g} | {c.detail} |" for c in checks]

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from grader.core.course import Course
+from grader.core.errors import UsageError
 
 SHIPPED = (
     "README.md",
@@ -69,7 +70,7 @@ GENERIC_LINES: dict[str, str] = {
 def build_release(course: Course, out: Path) -> list[str]:
     """Write the bundle to ``out`` (which must not exist); return the leaks found in it (none, or a bug)."""
     if out.exists():
-        raise ValueError(f"{out} exists; give a new folder")
+        raise UsageError(f"{out} exists; give a new folder")
     for name in SHIPPED:
         source = course.root / name
         if source.is_dir():

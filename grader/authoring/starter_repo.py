@@ -43,6 +43,7 @@ from grader import SOURCE_ROOT
 from grader.authoring.exports import REQUIREMENTS, trimmed_course
 from grader.authoring.release import find_leaks
 from grader.core.course import Course, Exercise, Part
+from grader.core.errors import UsageError
 
 WORKFLOW = ".github/workflows/classroom.yml"
 SETUP = ".github/classroom/setup.sh"
@@ -105,13 +106,13 @@ class Starter:
 
 
 def write_starter(course: Course, exercise: Exercise, out: Path) -> Starter:
-    """Write the starter repository into ``out`` (a new folder); ``ValueError`` when ``out`` exists, when no
+    """Write the starter repository into ``out`` (a new folder); ``UsageError`` when ``out`` exists, when no
     part can be graded there, or when the release scan finds solution text in it (then nothing is left)."""
     if out.exists():
-        raise ValueError(f"{out} exists; give a new folder")
+        raise UsageError(f"{out} exists; give a new folder")
     steps, left_out = plan_steps(course, exercise)
     if not steps:
-        raise ValueError(f"no part of exercise {exercise.key} can be graded on GitHub's runners")
+        raise UsageError(f"no part of exercise {exercise.key} can be graded on GitHub's runners")
     timeout = step_timeout(exercise)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".distgpu-classroom-", dir=out.parent) as folder:
@@ -129,7 +130,7 @@ def write_starter(course: Course, exercise: Exercise, out: Path) -> Starter:
         (root / "README.md").write_text(readme(exercise, steps, left_out))
         leaks = find_leaks(course, root)
         if leaks:
-            raise ValueError(f"the starter repository would leak solution text: {leaks[0]}")
+            raise UsageError(f"the starter repository would leak solution text: {leaks[0]}")
         root.rename(out)
     return Starter(tuple(steps), tuple(left_out), timeout)
 

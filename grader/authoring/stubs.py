@@ -13,13 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 
 BEGIN = "### BEGIN SOLUTION"
 _PLACEHOLDER = "@PART@"
 _BEGIN_LINE = re.compile(r"^\s*### BEGIN SOLUTION\s*(?P<part>\S*)\s*$")
 
 
-class StubError(ValueError):
+class StubError(UsageError):
     """A reference file whose solution markers cannot be turned into a stub."""
 
 

@@ -36,6 +36,7 @@ from grader.authoring.stubs import fresh_stubs
 from grader.authoring.timeouts import PartTime, part_times
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob, Runner
 
@@ -56,7 +57,7 @@ BUG_KEYS = {
 ALT_CASE_FILE = "case.yml"
 
 
-class CorpusError(ValueError):
+class CorpusError(UsageError):
     """A corpus entry that cannot be applied (the reference changed under it): the corpus must be fixed."""
 
 

@@ -23,6 +23,7 @@ from typing import Protocol
 from grader.classroom.intake.discovery import Submission, discover
 from grader.classroom.state.records import Record, RecordStore
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult, Status
 from grader.core.submission import why_invalid
 
@@ -39,21 +40,21 @@ class BatchPlan:
 
 
 def check_request(folder: Path, *, workers: int | None, regrade: list[str]) -> list[Submission]:
-    """The submissions in ``folder``, once the request makes sense; ``ValueError`` (one line) otherwise:
+    """The submissions in ``folder``, once the request makes sense; ``UsageError`` (one line) otherwise:
     a usage error must stop the batch before anything is graded."""
     if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder of submissions")
+        raise UsageError(f"{folder}: no such folder of submissions")
     if workers is not None and workers < 1:
-        raise ValueError(f"--workers must be at least 1, got {workers}")
+        raise UsageError(f"--workers must be at least 1, got {workers}")
     found = discover(folder)
     unknown = sorted(set(regrade) - {s.student for s in found})
     if unknown:
-        raise ValueError(f"--regrade: no submission for {', '.join(unknown)} in {folder}")
+        raise UsageError(f"--regrade: no submission for {', '.join(unknown)} in {folder}")
     return found
 
 
 def how_code_runs(backend: str, *, allow_unsandboxed: bool) -> str:
-    """One line saying where student code will run; ``ValueError`` when that would be unsandboxed as root
+    """One line saying where student code will run; ``UsageError`` when that would be unsandboxed as root
     and ``allow_unsandboxed`` is not given (the message names the three ways out)."""
     from grader.core import sandbox
 
@@ -68,10 +69,10 @@ def how_code_runs(backend: str, *, allow_unsandboxed: bool) -> str:
         who = ", each grading as a uid of its own," if os.geteuid() == 0 else ""
         return f"student code runs sandboxed with bubblewrap{who}: no network, no solutions or hidden tests"
     if mode == "bwrap":
-        raise ValueError(f"{sandbox.SANDBOX_ENV_VAR}=bwrap, but {why_not}")
+        raise UsageError(f"{sandbox.SANDBOX_ENV_VAR}=bwrap, but {why_not}")
     user = _user_name()
     if os.geteuid() == 0 and not allow_unsandboxed:
-        raise ValueError(
+        raise UsageError(
             f"student code would run unsandboxed as root ({why_not}); ways out: make bubblewrap work here "
             "(`grade doctor`), use --backend docker, or run the batch as an unprivileged user; "
             "--allow-unsandboxed runs it as root anyway"
@@ -96,7 +97,7 @@ def make_plan(
     if device == "cuda":
         per_slot = min(ranks, gpus)
         if not per_slot:
-            raise ValueError("--device cuda: no GPU is visible here")
+            raise UsageError("--device cuda: no GPU is visible here")
         slots: list[str | None] = [
             ",".join(map(str, range(first, first + per_slot)))
             for first in range(0, gpus - per_slot + 1, per_slot)
@@ -166,12 +167,12 @@ def set_aside_invalid(
     """File an ``invalid`` record for each upload in ``todo`` that cannot be graded; return the others."""
     gradable = []
     for pending in todo:
-        reason = why_invalid(pending.submission.path, plan.exercise.files)
-        if reason is None:
+        refusal = why_invalid(pending.submission.path, plan.exercise.files)
+        if refusal is None:
             gradable.append(pending)
             continue
         student = pending.submission.student
-        result = invalid_result(plan.exercise, reason, student, plan.device)
+        result = invalid_result(plan.exercise, refusal.text, student, plan.device)
         store.put(Record(student, pending.key, result, pending.submitted, pending.files))
         on_result(student, result)
     return gradable

@@ -15,7 +15,7 @@ from grader.classroom.outputs.lms import Grades, read_grades
 from grader.classroom.state.batch_marks import unfinished
 from grader.classroom.state.gradebook import database_location, export_csv, open_gradebook
 from grader.core.course import Course
-from grader.core.errors import EnvironmentFailure
+from grader.core.errors import EnvironmentFailure, UsageError
 
 
 @dataclass(frozen=True)
@@ -26,18 +26,17 @@ class GradebookContents:
 
 
 def read_gradebook(url: str, course: Course, *, nbgrader_csv: bool) -> GradebookContents:
-    """What the export writes, read from the gradebook at ``url``; ``ValueError`` when there is none,
+    """What the export writes, read from the gradebook at ``url``; ``UsageError`` when there is none,
     ``EnvironmentFailure`` when it is corrupt or an exercise's last batch did not finish."""
     where = database_location(url)
     if url.startswith("sqlite:") and not Path(where).is_file():
-        raise ValueError(f"{where}: no gradebook there; grade a batch first, or give --gradebook URL")
+        raise UsageError(f"{where}: no gradebook there; grade a batch first, or give --gradebook URL")
     with open_gradebook(url, course_id=course.title, check=True) as gradebook:
         stopped = unfinished(gradebook)
         if stopped:
             raise EnvironmentFailure(
-                where,
-                f"the last batch of {stopped[0]} has not finished (it stopped, or is still running)",
-                "rerun that batch (it resumes: nothing graded is graded again), then export",
+                f"{where}: the last batch of {stopped[0]} has not finished (it stopped, or is still "
+                "running); rerun that batch (it resumes: nothing graded is graded again), then export"
             )
         text = export_csv(gradebook) if nbgrader_csv else None
         return GradebookContents(text, read_grades(gradebook, course))

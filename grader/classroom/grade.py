@@ -24,7 +24,7 @@ from grader.classroom.state.gradebook import open_gradebook
 from grader.classroom.state.gradebook import record as record_grade
 from grader.classroom.state.records import Record, RecordStore, SetAside, keyed_files, suite_hash
 from grader.core.course import Course
-from grader.core.errors import EnvironmentFailure
+from grader.core.errors import EnvironmentFailure, UsageError
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
 
@@ -90,7 +90,7 @@ def batch_todo(
     """The submissions in ``found`` with no current record in ``store``, plus those named in ``regrade``."""
     unknown = sorted(set(regrade) - {s.student for s in found})
     if unknown:
-        raise ValueError(f"--regrade: no submission for {', '.join(unknown)}")
+        raise UsageError(f"--regrade: no submission for {', '.join(unknown)}")
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
     todo = []
     for submission in found:
@@ -114,8 +114,8 @@ def _similarity(out: Path, course: Course, submissions: Path) -> str | None:
     the class report do not depend on it."""
     try:
         write_similarity(out, course, submissions=submissions)
-    except EnvironmentFailure:
-        raise  # a full disk is not the report's fault: the batch stops with it
+    except (EnvironmentFailure, OSError):
+        raise  # a full disk is not the report's fault: the batch stops with it (exit status 3)
     except Exception as exc:
         remove_similarity(out / REPORT_DIR)
         error = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -147,11 +147,9 @@ def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool) -> ExerciseRe
 def _runner_id(backend: str) -> str:
     if backend != "docker":
         return backend
-    import docker
+    from grader.runners.images import docker_engine, image_tag
 
-    from grader.runners.images import image_tag
-
-    return docker.from_env().images.get(image_tag("cpu")).id
+    return str(docker_engine().images.get(image_tag("cpu")).id)
 
 
 def _mark_started(plan: BatchPlan, url: str, out: Path) -> None:

@@ -187,11 +187,10 @@ def _sweep_containers() -> None:
     """Remove the containers of grading processes that are gone: one killed mid-grading (overrun, batch end)
     leaves its container running, and so may one killed with an earlier batch while Docker was still
     creating it."""
-    import docker
-
     from grader.runners.docker import sweep_leftovers
+    from grader.runners.images import docker_engine
 
-    sweep_leftovers(docker.from_env())
+    sweep_leftovers(docker_engine())
 
 
 def _read_tail(path: Path) -> str:

@@ -1,4 +1,5 @@
-"""The ``grade`` command: parse the command line, load the course, run the subcommand's handler.
+"""The ``grade`` command: parse the command line, load the course, run the subcommand's handler, and turn
+what escapes it into an exit status (``grader.core.errors.ExitCode``).
 
 Each audience's subcommands are declared, with their thin handlers, in ``learner``, ``authoring`` and
 ``classroom``; ``parser`` assembles them. A handler checks its arguments and calls one function of the
@@ -7,35 +8,48 @@ audience's package.
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.text import Text
+import argparse
+import traceback
 
-from grader.authoring.stubs import StubError
-from grader.cli.common import Handler, find_course
+from rich.console import Console
+
+from grader.cli.common import Handler, find_course, labelled
 from grader.cli.parser import build_parser
-from grader.core.course import CourseConfigError, load_course
-from grader.core.errors import EnvironmentFailure, environment_failure
-from grader.runners import SuiteError
+from grader.core.course import load_course
+from grader.core.errors import EnvironmentFailure, ExitCode, UsageError, environment_message
+
+REPORT_BUGS = (
+    "this is a bug in the grader, not a mistake of yours: please report it, with the traceback above, on the "
+    "issue tracker of the repository this course came from"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``grade`` with ``argv`` (default: the command line); the exit status: 0 full marks (or check
-    passed), 1 not full marks, 2 usage or configuration error, 3 the machine failed (a full disk, a folder
-    that cannot be written, a corrupt database); 2 and 3 print one ``error:`` line."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run ``grade`` with ``argv`` (default: the command line); the exit status is an ``ExitCode``: 0 full
+    marks (or check passed), 1 not full marks, 2 usage or configuration error and 3 environment failure
+    (each one ``error:`` line), 4 a grader bug (the traceback, then where to report it)."""
+    args = build_parser().parse_args(argv)
     console = Console(highlight=False)
     try:
-        course = load_course(args.course or find_course(), check_stubs=args.command != "stubs")
-        handler: Handler = args.handler
-        return handler(args, course, console)
-    except (CourseConfigError, SuiteError, StubError, KeyError, ValueError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-        console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
-        return 2
-    except (EnvironmentFailure, OSError) as exc:
-        failure = exc if isinstance(exc, EnvironmentFailure) else environment_failure(exc)
-        if failure is None:
-            raise
-        console.print(Text.assemble(("error:", "bold red"), f" {failure}"), highlight=False, soft_wrap=True)
-        return 3
+        return _run(args, console)
+    except UsageError as exc:
+        return _error(console, ExitCode.USAGE_ERROR, str(exc))
+    except EnvironmentFailure as exc:
+        return _error(console, ExitCode.ENVIRONMENT_FAILURE, str(exc))
+    except OSError as exc:
+        return _error(console, ExitCode.ENVIRONMENT_FAILURE, environment_message(exc))
+    except Exception:
+        console.print(traceback.format_exc().rstrip(), markup=False, highlight=False, soft_wrap=True)
+        return _error(console, ExitCode.INTERNAL_ERROR, REPORT_BUGS)
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    course = load_course(args.course or find_course(), check_stubs=args.command != "stubs")
+    handler: Handler = args.handler
+    return handler(args, course, console)
+
+
+def _error(console: Console, code: ExitCode, message: str) -> ExitCode:
+    """Print ``message`` as one ``error:`` line, as text: a ``[...]`` in it is kept, never read as markup."""
+    console.print(labelled("error:", "bold red", message), highlight=False, soft_wrap=True)
+    return code

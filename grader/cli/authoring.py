@@ -19,10 +19,11 @@ from rich.table import Table
 
 from grader.authoring.check import check_exercise
 from grader.authoring.stubs import write_stubs
-from grader.cli.common import Subcommands, add_run_options
+from grader.cli.common import Subcommands, add_run_options, labelled
 from grader.core.atomic import write_atomic
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
+from grader.core.errors import ExitCode, UsageError
 from grader.runners import Runner, make_runner
 
 
@@ -52,7 +53,7 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
                 console.print(f"    {problem}", markup=False)
             failed += not found.ok
     console.print(f"{len(exercises) - failed} of {len(exercises)} exercises pass the check")
-    return 1 if failed else 0
+    return ExitCode.NOT_FULL_MARKS if failed else ExitCode.OK
 
 
 def add_validate(commands: Subcommands) -> None:
@@ -85,7 +86,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
     from grader.authoring.share import claim
 
     if args.runs < 1:
-        raise ValueError("--runs must be at least 1")
+        raise UsageError("--runs must be at least 1")
     exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
     rows: list[dict[str, Any]] = []
     table = _validity_table()
@@ -103,7 +104,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
     )
     if args.json:
         write_atomic(args.json, json.dumps(rows, indent=1) + "\n")
-    return 1 if bad else 0
+    return ExitCode.NOT_FULL_MARKS if bad else ExitCode.OK
 
 
 def _validity_table() -> Table:
@@ -157,7 +158,7 @@ def _validate_one(
     _print_shares(console, exercise, row)
     console.print(_timeouts_table(exercise, row))
     for problem in found.problems:
-        console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
+        console.print(labelled(exercise.key, "red", problem), soft_wrap=True)
     for warning in timeout_problems(found.timeouts):  # a figure of this machine's load, not of the course
         console.print(f"{exercise.key} warning: {warning}", soft_wrap=True, markup=False, style="yellow")
     return row
@@ -229,8 +230,8 @@ def add_stubs(commands: Subcommands) -> None:
 def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int:
     for exercise in (e for e in course.exercises if e.files):
         for path in write_stubs(course, exercise):
-            console.print(f"wrote {path.relative_to(course.root)}")
-    return 0
+            console.print(f"wrote {path.relative_to(course.root)}", markup=False)
+    return ExitCode.OK
 
 
 def add_release(commands: Subcommands) -> None:
@@ -244,11 +245,13 @@ def cmd_release(args: argparse.Namespace, course: Course, console: Console) -> i
 
     leaks = build_release(course, args.out)
     for leak in leaks:
-        console.print(f"[bold red]leak:[/] {leak}", markup=True, highlight=False)
+        console.print(labelled("leak:", "bold red", leak), highlight=False, soft_wrap=True)
     if leaks:
-        return 1
-    console.print(f"wrote the student release to {args.out}: no reference body or hidden test text in it")
-    return 0
+        return ExitCode.NOT_FULL_MARKS
+    console.print(
+        f"wrote the student release to {args.out}: no reference body or hidden test text in it", markup=False
+    )
+    return ExitCode.OK
 
 
 def add_gradescope(commands: Subcommands) -> None:
@@ -262,8 +265,9 @@ def cmd_gradescope(args: argparse.Namespace, course: Course, console: Console) -
     from grader.authoring.exports import gradescope_zip
 
     gradescope_zip(course, course.find(args.id), args.out)
-    console.print(f"wrote {args.out}: upload it as the autograder (ranks run on CPU there: no GPUs)")
-    return 0
+    said = f"wrote {args.out}: upload it as the autograder (ranks run on CPU there: no GPUs)"
+    console.print(said, markup=False)
+    return ExitCode.OK
 
 
 def add_prairielearn(commands: Subcommands) -> None:
@@ -280,7 +284,7 @@ def cmd_prairielearn(args: argparse.Namespace, course: Course, console: Console)
     console.print(
         f"wrote {args.out}: copy serverFilesCourse/ into your course, info-snippet.json into the question"
     )
-    return 0
+    return ExitCode.OK
 
 
 def add_classroom(commands: Subcommands) -> None:
@@ -314,7 +318,7 @@ def cmd_classroom(args: argparse.Namespace, course: Course, console: Console) ->
         highlight=False,
         soft_wrap=True,
     )
-    return 0
+    return ExitCode.OK
 
 
 def add_doctor(commands: Subcommands) -> None:
@@ -332,7 +336,7 @@ def cmd_doctor(args: argparse.Namespace, course: Course, console: Console) -> in
         mark = "[green]ok[/]" if finding.ok else "[yellow]no[/]"
         table.add_row(f"{mark} {finding.name}", finding.detail, finding.meaning)
     console.print(table)
-    return 0
+    return ExitCode.OK
 
 
 def add_image(commands: Subcommands) -> None:
@@ -347,17 +351,11 @@ def add_image(commands: Subcommands) -> None:
 
 
 def cmd_image_build(args: argparse.Namespace, course: Course, console: Console) -> int:
-    import docker
-
     from grader.runners.images import build_image
 
     kind = "cuda" if args.cuda else "cpu"
     console.print(f"building the {kind} image (wheels are downloaded into the build context first)...")
-    try:
-        built = build_image(kind=kind, base=args.base)
-    except docker.errors.DockerException as exc:
-        first = (str(exc).splitlines() or ["?"])[0]
-        raise ValueError(f"no Docker engine answers ({first}); start one: scripts/start-dockerd") from None
+    built = build_image(kind=kind, base=args.base)
     console.print(f"built {built.tag} ({built.image_id[:19]}) on {built.base}")
     console.print(f"  {built.size_mb:g} MB, {built.seconds:g} s")
-    return 0
+    return ExitCode.OK

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader.cli.common import EXAMPLES, Subcommands, add_run_options
+from grader.cli.common import EXAMPLES, Subcommands, add_run_options, labelled
 from grader.core.course import Course, Exercise
+from grader.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
@@ -83,7 +84,7 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
         return _batch_on_slurm(args, course, exercise, out, console)
     given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
     if given:
-        raise ValueError(f"--{given[0].replace('_', '-')} needs --backend slurm")
+        raise UsageError(f"--{given[0].replace('_', '-')} needs --backend slurm")
     console.print(
         how_code_runs(args.backend, allow_unsandboxed=args.allow_unsandboxed), markup=False, soft_wrap=True
     )
@@ -92,7 +93,7 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
         course=course, exercise=exercise, backend=args.backend, device=device, workers=args.workers, gpus=gpus
     )
     _grade_batch(args, course, plan, out, console)
-    return 0
+    return ExitCode.OK
 
 
 def _batch_on_slurm(
@@ -101,7 +102,6 @@ def _batch_on_slurm(
     """The same batch, its gradings run as Slurm jobs (``grader.classroom.slurm.driver``), or printed with
     --dry-run."""
     from grader.classroom.slurm.batch import slurm_dry_run, slurm_plan
-    from grader.classroom.slurm.driver import SlurmStopped
 
     plan, pool = slurm_plan(
         course=course,
@@ -119,14 +119,10 @@ def _batch_on_slurm(
             plan=plan, pool=pool, submissions=args.submissions, regrade=args.regrade, late=args.late
         )
         console.print(script, markup=False, highlight=False, soft_wrap=True)
-        return 0
+        return ExitCode.OK
     console.print(f"student code runs on the cluster's nodes ({pool.settings.runner} runner)", soft_wrap=True)
-    try:
-        _grade_batch(args, course, plan, out, console, pool)
-    except SlurmStopped as exc:
-        console.print(f"[bold yellow]stopped:[/] {exc}", markup=True, highlight=False)
-        return 1
-    return 0
+    _grade_batch(args, course, plan, out, console, pool)
+    return ExitCode.OK
 
 
 def _grade_batch(
@@ -205,9 +201,9 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
     from grader.core.atomic import write_atomic
 
     if not (args.csv or args.canvas or args.moodle):
-        raise ValueError("give --csv, --canvas or --moodle (or several)")
+        raise UsageError("give --csv, --canvas or --moodle (or several)")
     if (args.canvas or args.moodle) and not args.roster:
-        raise ValueError("--canvas and --moodle need --roster: the LMS's id of each student")
+        raise UsageError("--canvas and --moodle need --roster: the LMS's id of each student")
     roster = load_roster(args.roster) if args.roster else []
     unmatched: set[str] = set()
     contents = read_gradebook(args.gradebook or default_url(course), course, nbgrader_csv=bool(args.csv))
@@ -223,12 +219,11 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
                 console.print(f"  no grade for an invalid upload: {invalid}", markup=False, highlight=False)
             unmatched |= set(done.unmatched)
     if unmatched:
+        missing = ", ".join(sorted(unmatched))
         console.print(
-            f"[bold yellow]not in the roster, so not in the file:[/] {', '.join(sorted(unmatched))}",
-            highlight=False,
-            soft_wrap=True,
+            labelled("not in the roster, so not in the file:", "bold yellow", missing), soft_wrap=True
         )
-    return 1 if unmatched else 0
+    return ExitCode.NOT_FULL_MARKS if unmatched else ExitCode.OK
 
 
 def add_report(commands: Subcommands) -> None:
@@ -251,12 +246,12 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
     refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
     index = write_report(args.grades, args.html, deadline=deadline, anonymize=args.anonymize)
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
-    return 0
+    return ExitCode.OK
 
 
 def _check_batch_folder(grades: Path) -> None:
     if not (grades / "records").is_dir():
-        raise ValueError(f"{grades} is not a batch's folder (it has no records/); give grades/NN_slug")
+        raise UsageError(f"{grades} is not a batch's folder (it has no records/); give grades/NN_slug")
 
 
 def add_similarity(commands: Subcommands) -> None:
@@ -298,4 +293,4 @@ def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -
         highlight=False,
         soft_wrap=True,
     )
-    return 0
+    return ExitCode.OK

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import TypeAlias
 
 from rich.console import Console
+from rich.text import Text
 
 from grader import SOURCE_ROOT
 from grader.core.course import Course
+from grader.core.errors import ExitCode, UsageError
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What ``add_subparsers`` returns: each audience module adds its subcommands to it."""
@@ -18,7 +20,10 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler: TypeAlias = Callable[[argparse.Namespace, Course, Console], int]
 """A subcommand's handler: its parsed arguments, the loaded course and the console in, the exit status out."""
 
-EXAMPLES = """\
+EXIT_STATUSES = "exit status, for every command:\n" + "".join(f"  {c.value}  {c.meaning}\n" for c in ExitCode)
+
+EXAMPLES = (
+    """\
 examples:
   grade list                                   where you stand in the course
   grade exercise 01                            grade your work in exercises/01_comm_primitives
@@ -48,9 +53,9 @@ examples:
   grade image build                            build the CPU grading image for --backend docker
   grade exercise 02 --backend docker           grade inside a container (no network, limits, ranks as nobody)
 
-exit status: 0 full marks (or check passed), 1 not full marks, 2 usage or configuration error,
-3 the machine failed (a full disk, a folder that cannot be written, a corrupt gradebook).
 """
+    + EXIT_STATUSES
+)
 
 
 def add_run_options(parser: argparse.ArgumentParser, backends: tuple[str, ...] = ("local", "docker")) -> None:
@@ -70,10 +75,16 @@ def add_run_options(parser: argparse.ArgumentParser, backends: tuple[str, ...] =
     )
 
 
+def labelled(label: str, style: str, text: str) -> Text:
+    """``label`` in ``style``, then ``text`` as it is: never read as markup, since it may carry user input
+    (a path, a student id, a YAML error's "expected ',' or ']'")."""
+    return Text.assemble((label, style), " ", text)
+
+
 def find_course() -> Path:
     """The nearest course.yml: in the working folder or a parent, else in the grader's own repository;
-    ``ValueError`` when there is none."""
+    ``UsageError`` when there is none."""
     for folder in (Path.cwd(), *Path.cwd().parents, SOURCE_ROOT):
         if (folder / "course.yml").is_file():
             return folder / "course.yml"
-    raise ValueError("no course.yml here or in any parent folder; pass --course")
+    raise UsageError("no course.yml here or in any parent folder; pass --course")

@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from grader.cli.common import EXAMPLES, Subcommands, add_run_options
 from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
+from grader.core.errors import ExitCode, UsageError
 from grader.core.formats import to_gradescope, to_junit
 from grader.learner.grade import grade_exercise, last_result, task_section
 from grader.learner.views import ProgressBar, checkpoint_summary, progress_tables, to_terminal
@@ -37,11 +40,10 @@ def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
         for column in ("#", "exercise", "slug", "points", "your status"):
             table.add_column(column)
         for exercise in section.exercises:
-            table.add_row(
-                exercise.key, exercise.title, exercise.slug, f"{exercise.points:g}", _status(course, exercise)
-            )
+            status = _status(course, exercise)
+            table.add_row(exercise.key, Text(exercise.title), exercise.slug, f"{exercise.points:g}", status)
         console.print(table)
-    return 0
+    return ExitCode.OK
 
 
 def _status(course: Course, exercise: Exercise) -> str:
@@ -74,24 +76,24 @@ def add_exercise(commands: Subcommands) -> None:
 
 def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> int:
     if args.solution and args.submission:
-        raise ValueError("--solution and --submission exclude each other")
+        raise UsageError("--solution and --submission exclude each other")
     if args.part and args.backend != "local":
-        raise ValueError("-k works with --backend local only")
+        raise UsageError("-k works with --backend local only")
     if args.watch and (args.solution or args.submission):
-        raise ValueError("--watch watches your own exercise folder: not with --solution or --submission")
+        raise UsageError("--watch watches your own exercise folder: not with --solution or --submission")
     exercise = course.find(args.id)
     if args.submission is not None:
         from grader.core.submission import why_invalid
 
-        reason = why_invalid(args.submission, exercise.files)
-        if reason:
-            raise ValueError(f"--submission {args.submission} cannot be graded: {reason}")
+        refusal = why_invalid(args.submission, exercise.files)
+        if refusal is not None:
+            raise UsageError(f"--submission {args.submission} cannot be graded: {refusal.text}")
     code = _grade_and_report(args, course, exercise, console)
     if args.watch:
         from grader.learner.watch import watch
 
         paths = [course.exercise_dir(exercise) / name for name in exercise.files]
-        console.print(f"watching {', '.join(exercise.files)}: save to regrade, Ctrl-C to stop")
+        console.print(f"watching {', '.join(exercise.files)}: save to regrade, Ctrl-C to stop", markup=False)
 
         def regrade(changed: list[Path]) -> None:
             nonlocal code
@@ -120,7 +122,7 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
         write_atomic(args.json, json.dumps(to_gradescope(result), indent=2))
     if args.junit:
         write_atomic(args.junit, to_junit(result))
-    return 0 if result.all_graded_passed else 1
+    return ExitCode.OK if result.all_graded_passed else ExitCode.NOT_FULL_MARKS
 
 
 def add_progress(commands: Subcommands) -> None:
@@ -136,10 +138,10 @@ def cmd_progress(args: argparse.Namespace, course: Course, console: Console) -> 
     sections = course_progress(course, store)
     if args.json:
         print(json.dumps(progress_json(sections), indent=1))
-        return 0
+        return ExitCode.OK
     progress_tables(sections, console)
-    console.print(f"[dim]progress is kept in {store.path}[/]")
-    return 0
+    console.print(f"[dim]progress is kept in {escape(str(store.path))}[/]", soft_wrap=True)
+    return ExitCode.OK
 
 
 def add_checkpoint(commands: Subcommands) -> None:
@@ -163,7 +165,7 @@ def cmd_checkpoint(args: argparse.Namespace, course: Course, console: Console) -
             on_progress=bar.update,
         )
     checkpoint_summary(outcome, console)
-    return 0 if outcome.passed else 1
+    return ExitCode.OK if outcome.passed else ExitCode.NOT_FULL_MARKS
 
 
 def add_hint(commands: Subcommands) -> None:
@@ -183,23 +185,23 @@ def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
     ladders = hints_for(course, exercise)
     if not ladders:
         console.print(f"exercise {exercise.key} has no hints yet; its README.md explains the background")
-        return 0
+        return ExitCode.OK
     store = ProgressStore()
     part = _hint_part(args.part, exercise.key, list(ladders))
     if part is None:
         _hint_menu(exercise.key, ladders, store.all_hints_revealed(course.title), console)
-        return 0
+        return ExitCode.OK
     hints = ladders[part]
     shown = reveal_next(store, course, exercise, part, hints)
     for hint in hints[: shown - 1]:
-        console.print(f"[dim]hint {hint.number}: {hint.title} (seen)[/]")
+        console.print(f"[dim]hint {hint.number}: {escape(hint.title)} (seen)[/]")
     hint = hints[shown - 1]
-    console.print(f"[bold]{exercise.key}.{part}, hint {hint.number} of {len(hints)}: {hint.title}[/]")
+    console.print(f"[bold]{exercise.key}.{part}, hint {hint.number} of {len(hints)}: {escape(hint.title)}[/]")
     console.print(Markdown(hint.text))  # reflowed to the terminal's width
     more = len(hints) - shown
     again = f"grade hint {exercise.key} {part}"
     console.print(f"[dim]{f'{more} more: run `{again}` again' if more else 'that was the last hint'}[/]")
-    return 0
+    return ExitCode.OK
 
 
 def _hint_part(asked: str | None, key: str, parts: list[str]) -> str | None:
@@ -208,7 +210,7 @@ def _hint_part(asked: str | None, key: str, parts: list[str]) -> str | None:
         return parts[0] if len(parts) == 1 else None
     name = asked.removeprefix(f"{key}.")
     if name not in parts:
-        raise KeyError(f"exercise {key} has no hints for part {asked!r}; it has: {', '.join(parts)}")
+        raise UsageError(f"exercise {key} has no hints for part {asked!r}; it has: {', '.join(parts)}")
     return name
 
 

@@ -73,7 +73,7 @@ def batch_report(outcome: BatchOutcome, console: Console) -> None:
     said = [f"graded {len(this_run) - invalid} of {len(outcome.records)}"]
     said += [f"{invalid} invalid (not graded)"] if invalid else []
     said += [f"{current} unchanged since their last run (records kept)"] if current else []
-    console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True)
+    console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True, markup=False)
     index = outcome.out / "report" / "index.html"
     if index.is_file():
         console.print(f"what the class missed: {index}", soft_wrap=True, markup=False, highlight=False)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.core.errors import machine_errors
+from grader.core.errors import EnvironmentFailure, environment_message
 
 TEMP_SUFFIX = ".tmp"
 
@@ -32,19 +32,30 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` for any writer (matplotlib, nbgrader's exporter) to fill; it
     replaces ``path`` when the block ends, and is removed when the block raises. ``EnvironmentFailure``
-    (naming ``path``) for an ``OSError`` the machine causes: a full disk, a read-only or unwritable folder."""
+    (naming ``path``) for an ``OSError``: a full disk, a read-only or unwritable folder."""
     owner = f"{socket.gethostname()}~{os.getpid()}~{secrets.token_hex(4)}"
     tmp = path.with_name(f".{path.name}~{owner}{TEMP_SUFFIX}")
-    with machine_errors(path):
+    with _named(path):
         os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # the umask applies, as to open()
     try:
-        with machine_errors(path):
+        with _named(path):
             yield tmp
             with open(tmp, "rb+") as handle:
                 os.fsync(handle.fileno())  # the bytes are on disk before the name points at them
             os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)  # gone already once renamed
+
+
+@contextmanager
+def _named(path: Path) -> Iterator[None]:
+    """An ``OSError`` in the block as an ``EnvironmentFailure`` that names ``path``, the file the user
+    asked for, rather than the temporary file beside it."""
+    try:
+        yield
+    except OSError as exc:
+        named = OSError(exc.errno, exc.strerror or str(exc), str(path))
+        raise EnvironmentFailure(environment_message(named)) from exc
 
 
 def sweep_temporaries(folder: Path) -> list[Path]:

@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from grader.core.errors import UsageError
+
 DEVICES = ("cpu", "gpu")
 """What a part's ``device`` may be."""
 CORE_SHARE_FLOOR = 0.10
 """The least share of its exercise's points a core misconception may cost, summed over its concepts."""
 
 
-class CourseConfigError(ValueError):
+class CourseConfigError(UsageError):
     """``course.yml`` is malformed; the message says where and why."""
 
 
@@ -182,12 +184,12 @@ class Course:
         return self.root / "solutions" / exercise.dirname
 
     def find(self, ref: str) -> Exercise:
-        """Resolve '4', '04' or 'nccl_internals' to an exercise; ``KeyError`` with a hint otherwise."""
+        """Resolve '4', '04' or 'nccl_internals' to an exercise; ``UsageError`` with a hint otherwise."""
         for exercise in self.exercises:
             if ref == exercise.slug or (ref.isdigit() and int(ref) == exercise.number):
                 return exercise
         hint = difflib.get_close_matches(ref, [e.slug for e in self.exercises], n=1)
-        raise KeyError(f"no exercise {ref!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
+        raise UsageError(f"no exercise {ref!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
 
     def part(self, part_id: str) -> Part:
         for exercise in self.exercises:
@@ -197,9 +199,9 @@ class Course:
         raise KeyError(part_id)
 
     def section(self, ref: str) -> Section:
-        """Resolve '1' to section 1; ``KeyError`` naming the sections there are otherwise."""
+        """Resolve '1' to section 1; ``UsageError`` naming the sections there are otherwise."""
         for section in self.sections:
             if ref.isdigit() and int(ref) == section.number:
                 return section
         numbers = ", ".join(str(s.number) for s in self.sections)
-        raise KeyError(f"no section {ref!r}; the sections are {numbers}")
+        raise UsageError(f"no section {ref!r}; the sections are {numbers}")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from grader.core.catalogue import Concept, Course, CourseConfigError, Exercise, Part
-from grader.core.yaml_reader import YamlReader
+from grader.core.catalogue import Concept, Course, Exercise, Part
+from grader.core.yaml_reader import YamlReader, compose
 
 CONCEPTS_FILE = "concepts.yml"
 """Beside each exercise's public suite: per part, the concepts its tests grade (see docs/authoring.md)."""
@@ -33,11 +33,8 @@ def with_concepts(course: Course) -> Course:
 
 def load_concepts(path: Path, exercise: Exercise) -> tuple[Part, ...]:
     """``exercise.parts`` with their concepts from ``path``; ``CourseConfigError`` naming the line."""
-    try:
-        root = yaml.compose(path.read_text())
-    except yaml.YAMLError as exc:
-        raise CourseConfigError(f"{exercise.dirname}/{path.name}: not valid YAML: {exc}") from None
     reader = YamlReader(path, label=f"{exercise.dirname}/{path.name}")
+    root = compose(path.read_text(), reader.label)
     names = tuple(p.name for p in exercise.parts)
     by_part = reader.mapping(root, "", required=names, optional=())
     seen: dict[str, str] = {}

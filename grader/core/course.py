@@ -26,7 +26,7 @@ from grader.core.catalogue import (
     SlurmSettings,
 )
 from grader.core.concepts import CONCEPTS_FILE, load_concepts, with_concepts
-from grader.core.yaml_reader import YamlReader
+from grader.core.yaml_reader import YamlReader, compose
 
 __all__ = [
     "CONCEPTS_FILE",
@@ -50,11 +50,10 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
     ``check_stubs=False`` skips the existence check of the generated stubs (for ``grade stubs`` itself).
     """
     try:
-        root_node = yaml.compose(path.read_text())
-    except yaml.YAMLError as exc:
-        raise CourseConfigError(f"{path.name}: not valid YAML: {exc}") from None
+        text = path.read_text()
     except OSError as exc:
         raise CourseConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    root_node = compose(text, path.name)
     reader = _CourseReader(path)
     top = reader.mapping(root_node, "", required=("course", "sections"), optional=("slurm",))
     sections = tuple(

@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core.errors import UsageError
+
 SANDBOX_ENV_VAR = "DISTGPU_SANDBOX"
 """``auto`` (default: bubblewrap when it works here), ``bwrap`` (required) or ``none``."""
 
@@ -144,10 +146,10 @@ def minimal_env() -> dict[str, str]:
 
 
 def requested_mode() -> str:
-    """``auto``, ``bwrap`` or ``none`` from ``DISTGPU_SANDBOX``; ``ValueError`` for anything else."""
+    """``auto``, ``bwrap`` or ``none`` from ``DISTGPU_SANDBOX``; ``UsageError`` for anything else."""
     mode = os.environ.get(SANDBOX_ENV_VAR, "auto")
     if mode not in ("auto", "bwrap", "none"):
-        raise ValueError(f"{SANDBOX_ENV_VAR}={mode!r}: expected auto, bwrap or none")
+        raise UsageError(f"{SANDBOX_ENV_VAR}={mode!r}: expected auto, bwrap or none")
     return mode
 
 

@@ -10,14 +10,32 @@ import difflib
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import yaml
 
 from grader.core.catalogue import CourseConfigError
 
+_Scalar = TypeVar("_Scalar", str, int, float)
+
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def compose(text: str, label: str) -> yaml.Node | None:
+    """The YAML node tree of ``text``; ``CourseConfigError`` when it is not YAML: one line naming ``label``
+    and the line (pyyaml's own message spans five lines and quotes the source)."""
+    try:
+        return yaml.compose(text)
+    except yaml.MarkedYAMLError as exc:
+        line = f":{exc.problem_mark.line + 1}" if exc.problem_mark else ""
+        context = ""
+        if exc.context:
+            at = f" at line {exc.context_mark.line + 1}" if exc.context_mark else ""
+            context = f" ({exc.context}{at})"
+        raise CourseConfigError(f"{label}{line}: not valid YAML: {exc.problem}{context}") from None
+    except yaml.YAMLError as exc:
+        raise CourseConfigError(f"{label}: not valid YAML: {exc}") from None
 
 
 class YamlReader:
@@ -62,8 +80,11 @@ class YamlReader:
             raise self.fail(node, where, "expected a list")
         return list(node.value)
 
-    def scalar(self, node: yaml.Node, where: str, kind: type | tuple[type, ...], expect: str) -> Any:
+    def scalar(self, node: yaml.Node, where: str, kind: type[_Scalar], expect: str) -> _Scalar:
+        """The node's value as ``kind`` (an int is taken where a float is asked); never a bool."""
         value = yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.ScalarNode) else None
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise self.fail(node, where, f"expected {expect}, got {getattr(node, 'value', node)!r}")
         return value
@@ -104,7 +125,7 @@ class YamlReader:
         return moment
 
     def number(self, node: yaml.Node, where: str, *, positive: bool) -> float:
-        value = self.scalar(node, where, (int, float), "a number")
+        value = self.scalar(node, where, float, "a number")
         if value < 0 or (positive and value == 0):
             raise self.fail(node, where, f"expected a {'positive' if positive else 'non-negative'} number")
         return float(value)

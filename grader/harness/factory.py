@@ -175,7 +175,10 @@ class RankFactory:
                     raise FactoryError(
                         f"the rank factory ended during {what}; its log: {_tail(self.log_path)}"
                     )
-                return json.loads(data)
+                reply = json.loads(data)
+                if not isinstance(reply, dict):
+                    raise FactoryError(f"the rank factory answered {what} with {reply!r}, not an object")
+                return reply
             if time.monotonic() >= deadline or not self.alive:
                 raise FactoryError(f"the rank factory did not answer {what}; its log: {_tail(self.log_path)}")
 

@@ -75,7 +75,9 @@ class RankResult:
 
     @property
     def args(self) -> list[Any]:
-        return self.value["args"]
+        args = self.value["args"]
+        assert isinstance(args, list), "world.call's answer holds its arguments as a list"
+        return args
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -156,6 +156,8 @@ def _judge_store(host: str) -> Any:
     keys under its own prefix)."""
     from datetime import timedelta
 
-    import torch.distributed as dist
+    # torch.distributed re-exports the stores without declaring them (no __all__): take them from where
+    # they are typed
+    import torch._C._distributed_c10d as c10d
 
-    return dist.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
+    return c10d.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))

@@ -80,8 +80,9 @@ _GROUPS: dict[int, Any] = {}
 """Every process group a wrapper has seen or ``distributed_c10d`` listed, by ``id`` (held: ids stay valid)."""
 _WORLD: Any = None
 """``distributed_c10d._world`` at install: a reloaded module gets a new, empty one."""
+# attr-defined: torch's stubs (torch/_C/_distributed_c10d.pyi) do not declare this private getter
 _sequence_number: Callable[[Any], int] = _C.ProcessGroup._get_sequence_number_for_group  # type: ignore[attr-defined]
-"""The unwrapped getter (torch's stubs lack it), taken before student code could replace it."""
+"""The unwrapped getter, taken before student code could replace it."""
 
 
 def watch_world() -> None:

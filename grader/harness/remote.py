@@ -281,7 +281,8 @@ class NodeRankFactory:
     def read(self, path: Path, limit: int = 100_000) -> str:
         """The end of a file the node's ranks wrote (their log, a stack dump); '' if unreadable."""
         try:
-            return self._request({"op": "read", "path": str(path), "limit": limit})["text"]
+            text = self._request({"op": "read", "path": str(path), "limit": limit})["text"]
+            return text if isinstance(text, str) else ""
         except FactoryError:
             return ""
 

@@ -197,10 +197,13 @@ def _join_world(spec: WorkerSpec) -> RankContext:
     if spec.store_address is None:
         kwargs["init_method"] = f"file://{spec.store_path}"
     else:
+        # the stores where they are typed (torch.distributed re-exports them undeclared)
+        import torch._C._distributed_c10d as c10d
+
         host, port = spec.store_address.rsplit(":", 1)
         timeout = timedelta(seconds=spec.pg_timeout_s)
-        store = dist.TCPStore(host, int(port), is_master=False, timeout=timeout)
-        kwargs["store"] = dist.PrefixStore(str(spec.store_path), store)
+        store = c10d.TCPStore(host, int(port), is_master=False, timeout=timeout)
+        kwargs["store"] = c10d.PrefixStore(str(spec.store_path), store)
     dist.init_process_group(
         spec.backend,
         rank=spec.rank,

@@ -17,6 +17,7 @@ from typing import Any
 
 from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise, Section
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult, Status
 from grader.core.submission import file_hashes
 from grader.learner.grade import grade_exercise
@@ -55,11 +56,11 @@ def run_checkpoint(
 ) -> CheckpointOutcome:
     """Grade the learner's folder for each gradable exercise of ``section``; record and return the outcome.
 
-    ``ValueError`` when the section has no checkpoint in course.yml. Each grading is an attempt in the
+    ``UsageError`` when the section has no checkpoint in course.yml. Each grading is an attempt in the
     progress store as well, as with ``grade exercise``.
     """
     if section.checkpoint is None:
-        raise ValueError(f"section {section.number} ({section.title}) has no checkpoint in course.yml")
+        raise UsageError(f"section {section.number} ({section.title}) has no checkpoint in course.yml")
     results = []
     for exercise in (e for e in section.exercises if e.parts):
         on_exercise(exercise)

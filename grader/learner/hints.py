@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.course import Course, Exercise
+from grader.core.errors import EnvironmentFailure, UsageError
 from grader.learner.progress import ProgressError, ProgressStore
 
 HINTS_FILE = "hints.md"
@@ -37,7 +38,7 @@ _PART = re.compile(r"^## Part (\w+)\s*$")
 _HINT = re.compile(r"^### Hint (\d+): (\S.*)$")
 
 
-class HintsError(ValueError):
+class HintsError(UsageError):
     """A hints.md that does not follow the format; the message names file:line."""
 
 
@@ -122,12 +123,12 @@ def reveal_next(
     store: ProgressStore, course: Course, exercise: Exercise, part: str, hints: list[Hint]
 ) -> int:
     """Count one more hint of ``part`` as revealed in ``store`` (never more than its ``hints``) and return how
-    many are now revealed: the last of them is the one to show. ``ValueError`` when the store cannot count
-    them: then no hint may be shown."""
+    many are now revealed: the last of them is the one to show. ``EnvironmentFailure`` when the store cannot
+    count them: then no hint may be shown."""
     key = progress_key(exercise, part)
     try:
         shown = min(store.hints_revealed(course.title, key) + 1, len(hints))
         store.set_hints_revealed(course.title, key, shown)
     except ProgressError as exc:
-        raise ValueError(f"cannot count your hints, so none is shown: {exc}") from None
+        raise EnvironmentFailure(f"cannot count your hints, so none is shown: {exc}") from None
     return shown

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.core.course import Course, Exercise, Section
+from grader.core.errors import EnvironmentFailure
 
 STATE_DIR_ENV = "DISTGPU_STATE_DIR"
 SCHEMA = """
@@ -54,7 +55,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 """
 
 
-class ProgressError(RuntimeError):
+class ProgressError(EnvironmentFailure):
     """The progress store cannot be read or written; the message names the file."""
 
 

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -56,7 +57,8 @@ def to_terminal(result: ExerciseResult, console: Console, *, readme: str = "") -
     score. A part not started yet (``ExerciseResult.not_started``) is one line instead of its table, its
     failures and its concepts, with the ``grade hint`` that helps with it; then, once, where the tasks are
     described (``readme``, e.g. 'exercises/06_rdma_concepts/README.md, section "What to implement"')."""
-    console.print(f"[bold]Exercise {result.exercise}: {result.title}[/]  ({result.graded}; {result.device})")
+    graded = escape(f"({result.graded}; {result.device})")
+    console.print(f"[bold]Exercise {result.exercise}: {escape(result.title)}[/]  {graded}")
     idle = result.not_started()
     for part in dict.fromkeys(t.part for t in result.tests):
         if part in idle:
@@ -64,16 +66,16 @@ def to_terminal(result: ExerciseResult, console: Console, *, readme: str = "") -
         else:
             console.print(_part_table(part, [t for t in result.tests if t.part == part]))
     if idle:
-        console.print(f"Start at {readme or 'the README'}.", soft_wrap=True)
+        console.print(f"Start at {readme or 'the README'}.", soft_wrap=True, markup=False)
     for tests in grouped_failures(tuple(t for t in result.tests if t.part not in idle)).values():
         console.print(Text(tests[0].output), soft_wrap=True)
         if len(tests) > 1:
-            console.print(f"  [dim]the same {_where(tests)}[/]")
+            console.print(f"  [dim]the same {escape(_where(tests))}[/]")
     for concept in result.concepts:
         if not concept.earned and concept.max_score and concept.part not in idle:
             _concept_loss(result, concept, console)
     for note in result.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     style = "bold green" if result.all_graded_passed else "bold"
     console.print(
         f"[{style}]Score: {result.score:g} / {result.max_score:g}[/]  in {result.execution_time:.1f} s"
@@ -94,13 +96,14 @@ def _concept_loss(result: ExerciseResult, concept: ConceptScore, console: Consol
     if all(t.status in (Status.PASSED, Status.BLOCKED) for t in own):
         console.print(
             f"[yellow]not graded here[/]: {points} of [bold]{concept.part}: {concept.name}[/] "
-            f"({failed} of {concept.tests} tests blocked: {_first_output(own)})",
+            f"({failed} of {concept.tests} tests blocked: {escape(_first_output(own))})",
             soft_wrap=True,
         )
         return
+    idea = f"\n  {escape(concept.idea)}" if concept.idea else ""
     console.print(
         f"[red]lost {points}[/] on [bold]{concept.part}: {concept.name}[/]"
-        f" ({failed} of {concept.tests} tests not passed)" + (f"\n  {concept.idea}" if concept.idea else ""),
+        f" ({failed} of {concept.tests} tests not passed)" + idea,
         soft_wrap=True,
     )
 
@@ -140,7 +143,7 @@ def _part_table(part: str, tests: list[TestResult]) -> Table:
     for t in tests:
         table.add_row(
             t.number,
-            t.name,
+            Text(t.name),
             t.suite,
             str(t.world_size or ""),
             Text(str(t.status), style=STYLES[t.status]),
@@ -157,7 +160,8 @@ def progress_tables(sections: list[SectionProgress], console: Console) -> None:
         for column in ("#", "exercise", "best", "last attempt", "done", "hints"):
             table.add_column(column)
         for e in section.exercises:
-            table.add_row(e.key, e.title, _best(e), _last(e), "[green]done[/]" if e.done else "", _hints(e))
+            done = "[green]done[/]" if e.done else ""
+            table.add_row(e.key, Text(e.title), _best(e), _last(e), done, _hints(e))
         console.print(table)
     exercises = [e for s in sections for e in s.exercises]
     passed = sum(s.checkpoint == "passed" for s in sections)
@@ -169,7 +173,7 @@ def progress_tables(sections: list[SectionProgress], console: Console) -> None:
 
 
 def _section_title(section: SectionProgress) -> str:
-    head = f"{section.number}. {section.title}"
+    head = f"{section.number}. {escape(section.title)}"
     if section.threshold is None:
         return head
     needs = f"needs {section.threshold:.0%}"
@@ -206,7 +210,8 @@ def checkpoint_summary(outcome: CheckpointOutcome, console: Console) -> None:
         blocked = sum(t.max_score for t in result.tests if t.status is Status.BLOCKED)
         mark = "[green]full marks[/]" if result.all_graded_passed else "[yellow]not yet[/]"
         mark += f" ({blocked:g} not graded here)" if blocked else ""
-        console.print(f"  {result.exercise} {result.title}: {result.score:g} / {result.max_score:g}  {mark}")
+        figures = f"{result.score:g} / {result.max_score:g}"
+        console.print(f"  {result.exercise} {escape(result.title)}: {figures}  {mark}")
     share = outcome.score / outcome.max_score if outcome.max_score else 0.0
     figures = (
         f"{outcome.score:g} / {outcome.max_score:g} ({share:.0%}; needs {section.checkpoint.threshold:.0%})"
@@ -234,5 +239,5 @@ def checkpoint_summary(outcome: CheckpointOutcome, console: Console) -> None:
         which = ", ".join(public_only)
         console.print(f"[yellow]note:[/] {which}: public checks only (the hidden tests run when you submit)")
     for note in outcome.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(f"record (with the hashes of your files): {outcome.record_path}", markup=False)

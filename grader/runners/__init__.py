@@ -6,13 +6,14 @@ machine, ``docker`` in a container per job.
 
 from __future__ import annotations
 
+from grader.core.errors import UsageError
 from grader.runners.job import GradeJob, Runner, SuiteError, grade_job, resolve_part
 
 __all__ = ["GradeJob", "Runner", "SuiteError", "grade_job", "make_runner", "resolve_part"]
 
 
 def make_runner(name: str, *, prewarm: bool = False, one_author: bool = False) -> Runner:
-    """The runner called ``name``; ``ValueError`` for an unknown one. ``prewarm``: Docker keeps the next
+    """The runner called ``name``; ``UsageError`` for an unknown one. ``prewarm``: Docker keeps the next
     container started (for a runner that grades one submission after another). ``one_author``: every job
     grades the course's own code (`grade check`, `grade validate`), so the local runner keeps one rank
     factory per exercise between jobs; Docker starts a container per job either way."""
@@ -24,4 +25,4 @@ def make_runner(name: str, *, prewarm: bool = False, one_author: bool = False) -
         from grader.runners.docker import DockerRunner
 
         return DockerRunner(prewarm=prewarm)
-    raise ValueError(f"unknown backend {name!r}; available: local, docker")
+    raise UsageError(f"unknown backend {name!r}; available: local, docker")

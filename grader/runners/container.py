@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         course = load_course(args.course)
         exercise = course.find(args.exercise)
         if args.format != "token":  # the host checked an upload before it started this container
-            reason = why_invalid(args.submission, exercise.files)
-            if reason:
-                return _write_invalid(reason, args.format, args.out)
+            refusal = why_invalid(args.submission, exercise.files)
+            if refusal is not None:
+                return _write_invalid(refusal.text, args.format, args.out)
         if factory is None:
             factory = _launched(factory_dir, exercise.preload)
         from grader.runners.local import LocalRunner  # torch: not needed to turn an invalid upload away

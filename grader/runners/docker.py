@@ -25,7 +25,7 @@ from typing import Any
 from grader import SOURCE_ROOT
 from grader.core.results import ExerciseResult, Status
 from grader.core.submission import stage
-from grader.runners.images import image_tag
+from grader.runners.images import docker_engine, image_tag
 from grader.runners.job import GradeJob, SuiteError
 
 HANDOFF_PREFIX = "distgpu-handoff-"
@@ -64,9 +64,7 @@ class DockerRunner:
     def __init__(
         self, *, memory: str = "4g", cpus: float | None = None, pids: int = PIDS_LIMIT, prewarm: bool = False
     ) -> None:
-        import docker
-
-        self.client = docker.from_env()
+        self.client = docker_engine()
         self.memory, self.cpus, self.pids, self.prewarm = memory, cpus, pids, prewarm
         self._spare: _Warm | None = None
         self._removals: list[threading.Thread] = []
@@ -77,7 +75,7 @@ class DockerRunner:
         started = time.perf_counter()
         warm = self._take_spare(job) or self._start(job)
         try:
-            notes = stage(job.source, job.exercise.files, warm.handoff / "submission")
+            notes = stage(job.source, job.exercise.files, warm.handoff / "submission").texts
             (warm.handoff / "submission").chmod(0o755)
             (warm.handoff / "go").touch()
             if self.prewarm:

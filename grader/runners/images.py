@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import SOURCE_ROOT
+from grader.core.errors import EnvironmentFailure
 
 CONTAINERS = SOURCE_ROOT / "containers"
 TORCH = "torch==2.13.0"
@@ -28,8 +29,9 @@ OFFLINE_ROUTE = (
 )
 
 
-class ImageBuildError(ValueError):
-    """The image could not be built; the message is one line that says what to do."""
+class ImageBuildError(EnvironmentFailure):
+    """The image could not be built here (no registry, a failed download or build); the message is one line
+    that says what to do."""
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,25 @@ def default_base(client: object) -> str:
     from docker.errors import ImageNotFound
 
     try:
+        # attr-defined: the docker SDK ships no types, and the client is passed as an object
         client.images.get(LOCAL_BASE)  # type: ignore[attr-defined]
         return LOCAL_BASE
     except ImageNotFound:
         return STOCK_BASE
+
+
+def docker_engine(timeout: int = 60) -> Any:
+    """A client of this machine's Docker engine (``timeout`` seconds per call: docker's default is 60);
+    ``EnvironmentFailure`` (one line) when none answers."""
+    import docker
+
+    try:
+        return docker.from_env(timeout=timeout)
+    except docker.errors.DockerException as exc:
+        first = (str(exc).splitlines() or ["?"])[0]
+        raise EnvironmentFailure(
+            f"no Docker engine answers ({first}); start one: scripts/start-dockerd"
+        ) from None
 
 
 def build_image(*, kind: str, base: str | None = None) -> BuiltImage:
@@ -63,7 +80,7 @@ def build_image(*, kind: str, base: str | None = None) -> BuiltImage:
     stage's untagged image is removed either way."""
     import docker
 
-    client = docker.from_env(timeout=600)  # removing a 1.3 GB build stage takes dockerd minutes when busy
+    client = docker_engine(timeout=600)  # removing a 1.3 GB build stage takes dockerd minutes when busy
     base = base or default_base(client)
     started = time.perf_counter()
     _ensure_base(client, base)
@@ -77,6 +94,9 @@ def build_image(*, kind: str, base: str | None = None) -> BuiltImage:
             )
     except docker.errors.BuildError as exc:
         raise ImageBuildError(f"building {image_tag(kind)} on {base} failed: {_last_line(exc.msg)}") from None
+    except docker.errors.APIError as exc:
+        failed = f"the Docker engine failed to build {image_tag(kind)}: {_last_line(str(exc))}"
+        raise ImageBuildError(failed) from None
     finally:
         remove_build_stages(client)
     size_mb = image.attrs["Size"] / 1e6

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Protocol
 
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult
 
 
-class SuiteError(RuntimeError):
-    """The exercise's own tests are broken (they do not import, or name unknown parts): a course bug."""
+class SuiteError(UsageError):
+    """The exercise's own tests are broken (they do not import, or name unknown parts): a course bug, the
+    author's to fix (a configuration error)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,10 +44,10 @@ def grade_job(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> GradeJob:
     """The job that grades the student's folder, a submission (folder or zip) or, with ``solution``, the
-    reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. ``ValueError``
-    for an exercise without graded parts, ``KeyError`` for an unknown part."""
+    reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. ``UsageError``
+    for an exercise without graded parts or an unknown part."""
     if not exercise.parts:
-        raise ValueError(f"exercise {exercise.key} ({exercise.slug}) has no graded parts yet")
+        raise UsageError(f"exercise {exercise.key} ({exercise.slug}) has no graded parts yet")
     part_id = resolve_part(exercise, part) if part is not None else None
     if solution:
         source, label = course.solution_dir(exercise), "the reference solution"
@@ -66,12 +68,12 @@ def grade_job(
 
 
 def resolve_part(exercise: Exercise, ref: str) -> str:
-    """'ring_allreduce' or '02.ring_allreduce' -> the part's id; ``KeyError`` naming the parts otherwise."""
+    """'ring_allreduce' or '02.ring_allreduce' -> the part's id; ``UsageError`` naming the parts otherwise."""
     for part in exercise.parts:
         if ref in (part.id, part.id.split(".", 1)[1]):
             return part.id
     names = ", ".join(p.id.split(".", 1)[1] for p in exercise.parts)
-    raise KeyError(f"exercise {exercise.key} has no part {ref!r}; its parts are {names}")
+    raise UsageError(f"exercise {exercise.key} has no part {ref!r}; its parts are {names}")
 
 
 class Runner(Protocol):

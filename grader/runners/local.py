@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.core import rank_uids, sandbox
+from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult
 from grader.core.scoring import score_by_concept
 from grader.core.submission import stage
@@ -84,7 +85,7 @@ class LocalRunner:
         started = time.perf_counter()
         scratch = self._kept_scratch(job) if self.keep_factory else Path(tempfile.mkdtemp(prefix="distgpu-"))
         try:
-            notes = stage(job.source, job.exercise.files, scratch / "impl")
+            notes = stage(job.source, job.exercise.files, scratch / "impl").texts
             plugin = self._grade(job, scratch)
         finally:
             if not self.keep_factory:
@@ -344,7 +345,7 @@ def _resolve_device(requested: str) -> tuple[str, int]:
     if requested == "auto":
         return ("cuda" if gpus else "cpu"), gpus
     if requested == "cuda" and not gpus:
-        raise ValueError("--device cuda: no CUDA device is visible here")
+        raise UsageError("--device cuda: no CUDA device is visible here")
     return requested, gpus
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
 from grader.classroom.state.records import Record, RecordStore
 from grader.core.atomic import atomic_path, write_atomic
-from grader.core.errors import machine_errors
+from grader.core.errors import UsageError
 from grader.core.results import Status
 
 SALT_FILE = ".pseudonym-salt"
@@ -58,7 +58,7 @@ def write_report(
     out = out or grades / REPORT_DIR
     records = RecordStore(grades / "records", sweep=False).all()
     if not records:
-        raise ValueError(f"{grades}/records holds no graded submission: nothing to report")
+        raise UsageError(f"{grades}/records holds no graded submission: nothing to report")
     reference = RecordStore(grades / "reference", sweep=False).get("reference")
     analysis = analyze(records, reference.result if reference else None, deadline)
     name = (
@@ -66,8 +66,7 @@ def write_report(
         if anonymize
         else {r.student: r.student for r in records}
     )
-    with machine_errors(out / "students"):
-        (out / "students").mkdir(parents=True, exist_ok=True)
+    (out / "students").mkdir(parents=True, exist_ok=True)
     for record in analysis.records:
         html = _student_page(record, analysis, name)
         write_atomic(out / "students" / f"{slug(name[record.student])}.html", html)

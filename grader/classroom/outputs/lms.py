@@ -52,6 +52,7 @@ from grader.classroom.outputs.spreadsheet import text_cell
 from grader.classroom.state.gradebook import COMMENT_CELL
 from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 
 ROSTER = {
     "student": "the submission folder's name: the gradebook's student id (required)",
@@ -110,7 +111,7 @@ class Export:
 
 
 def load_roster(path: Path) -> list[RosterEntry]:
-    """The roster's rows; ``ValueError`` naming the file and the problem for an unknown column, a missing
+    """The roster's rows; ``UsageError`` naming the file and the problem for an unknown column, a missing
     ``student`` column, an empty or repeated student."""
     with path.open(newline="", encoding="utf-8-sig") as handle:  # -sig: Excel writes a byte-order mark
         reader = csv.DictReader(handle)
@@ -118,7 +119,7 @@ def load_roster(path: Path) -> list[RosterEntry]:
         unknown = [c for c in columns if c not in ROSTER]
         if unknown or "student" not in columns:
             problem = f"unknown column {unknown[0]!r}" if unknown else "no 'student' column"
-            raise ValueError(f"{path}: {problem}; the roster's columns are {', '.join(ROSTER)}")
+            raise UsageError(f"{path}: {problem}; the roster's columns are {', '.join(ROSTER)}")
         entries = [
             RosterEntry(**{k.strip(): (v or "").strip() for k, v in row.items() if k}) for row in reader
         ]
@@ -126,7 +127,7 @@ def load_roster(path: Path) -> list[RosterEntry]:
     for line, entry in enumerate(entries, start=2):
         if not entry.student or entry.student in seen:
             what = "no student" if not entry.student else f"{entry.student!r} again"
-            raise ValueError(f"{path}, line {line}: {what}; each student appears once")
+            raise UsageError(f"{path}, line {line}: {what}; each student appears once")
         seen.add(entry.student)
     return entries
 
@@ -167,11 +168,11 @@ def _invalid(gradebook: Any, exercise: Exercise, student: str) -> bool:
 
 
 def write_canvas(path: Path, grades: Grades, roster: list[RosterEntry]) -> Export:
-    """Canvas's gradebook-import CSV (module docstring); ``ValueError`` for a roster row without any of
+    """Canvas's gradebook-import CSV (module docstring); ``UsageError`` for a roster row without any of
     Canvas's ids."""
     missing = [e.student for e in roster if not any(getattr(e, k) for k in CANVAS_IDS)]
     if missing:
-        raise ValueError(
+        raise UsageError(
             f"--roster: no canvas_id, sis_user_id or sis_login_id for {', '.join(missing)}: Canvas would "
             "match them by name alone"
         )
@@ -188,11 +189,11 @@ def write_canvas(path: Path, grades: Grades, roster: list[RosterEntry]) -> Expor
 
 
 def write_moodle(path: Path, grades: Grades, roster: list[RosterEntry]) -> Export:
-    """Moodle's grade-import CSV (module docstring); ``ValueError`` unless one of Moodle's ids is given for
+    """Moodle's grade-import CSV (module docstring); ``UsageError`` unless one of Moodle's ids is given for
     every roster row."""
     ids = [k for k in MOODLE_IDS if all(getattr(e, k) for e in roster)]
     if not ids:
-        raise ValueError(
+        raise UsageError(
             "--roster: Moodle finds a user by idnumber, email or username; give one of those columns, "
             "filled for every student"
         )

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.core.course import Course, Exercise
+from grader.core.errors import UsageError
 from grader.core.submission import stage
 
 NOISE = 25
@@ -93,7 +94,7 @@ def compare_class(
     """Compare every student's editable files with every other student's; ``submissions`` maps a student to
     their folder or zip (read as grading reads it: only the exercise's files, no link followed)."""
     if not 0 < threshold <= 1:
-        raise ValueError(f"--threshold must be in (0, 1], got {threshold:g}")
+        raise UsageError(f"--threshold must be in (0, 1], got {threshold:g}")
     given = sorted(course.exercise_dir(exercise).glob("*.py"))
     boilerplate = _hashes(given)
     texts = {student: _read(path, exercise.files) for student, path in sorted(submissions.items())}

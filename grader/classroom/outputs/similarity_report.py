@@ -36,7 +36,7 @@ from grader.classroom.outputs.spreadsheet import text_cell
 from grader.classroom.state.records import RecordStore
 from grader.core.atomic import write_atomic
 from grader.core.course import Course
-from grader.core.errors import machine_errors
+from grader.core.errors import UsageError
 from grader.core.results import Status
 
 SUBMISSIONS_FILE = "submissions-folder"
@@ -74,12 +74,12 @@ def write_similarity(
     (default: the folder the batch recorded)."""
     folder = submissions or recorded_submissions(grades)
     if folder is None:
-        raise ValueError(f"{grades} does not say where its submissions are; give --submissions DIR")
+        raise UsageError(f"{grades} does not say where its submissions are; give --submissions DIR")
     if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder of submissions")
+        raise UsageError(f"{folder}: no such folder of submissions")
     records = RecordStore(grades / "records", sweep=False).all()
     if not records:
-        raise ValueError(f"{grades}/records holds no graded submission: nothing to compare")
+        raise UsageError(f"{grades}/records holds no graded submission: nothing to compare")
     exercise = course.find(records[0].result.exercise)
     graded = {r.student for r in records if r.result.verdict is not Status.INVALID}
     found = {s.student: s.path for s in discover(folder) if s.student in graded}
@@ -138,8 +138,7 @@ def write_pages(similarity: Similarity, out: Path, name: dict[str, str]) -> Path
     """similarity.html, similarity.csv and one page per flagged pair in ``out``; student ids shown as
     ``name`` maps them."""
     flagged = similarity.flagged()
-    with machine_errors(out / PAIRS_DIR):
-        (out / PAIRS_DIR).mkdir(parents=True, exist_ok=True)
+    (out / PAIRS_DIR).mkdir(parents=True, exist_ok=True)
     for old in (out / PAIRS_DIR).glob("*.html"):
         old.unlink()  # a pair flagged last time but not now must not keep its page
     for pair in flagged:

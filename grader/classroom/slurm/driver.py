@@ -42,6 +42,7 @@ from grader.classroom.slurm.task import read_error, write_manifest
 from grader.classroom.state.records import Record, RecordStore
 from grader.core.atomic import write_atomic
 from grader.core.course import SlurmSettings
+from grader.core.errors import EnvironmentFailure
 from grader.core.results import ExerciseResult, Status
 
 INFRASTRUCTURE = frozenset({"NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "CANCELLED", "UNKNOWN"})
@@ -52,9 +53,9 @@ MAX_ROUNDS = 5
 """Arrays one batch submits at most before it gives up on what is still ungraded."""
 
 
-class SlurmStopped(RuntimeError):
-    """The batch stopped before every submission was graded (scancel, Ctrl-C, a cluster that keeps failing);
-    the records filed so far stay, and the same command resumes."""
+class SlurmStopped(EnvironmentFailure):
+    """The batch stopped before every submission was graded (scancel, Ctrl-C, a cluster that keeps failing):
+    the cluster's failure, exit status 3; the records filed so far stay, and the same command resumes."""
 
 
 # ---------------------------------------------------------------------------------------------------------

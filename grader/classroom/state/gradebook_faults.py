@@ -58,12 +58,12 @@ def gradebook_failure(where: str, exc: BaseException) -> EnvironmentFailure | No
     code = next((c.sqlite_errorcode for c in causes if isinstance(c, sqlite3.Error)), None)
     if code is not None:
         fault = SQLITE_FAULTS.get(code & 0xFF)
-        return EnvironmentFailure(where, *fault) if fault else None
+        return _failure(where, *fault) if fault else None
     operational = next((c for c in causes if isinstance(c, OperationalError)), None)
     if operational is None:
         return None
     said = " ".join(str(operational.orig).split())
-    return EnvironmentFailure(where, f"the database failed ({said})", "check it (server, disk), then rerun")
+    return _failure(where, f"the database failed ({said})", "check it (server, disk), then rerun")
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -81,7 +81,11 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 def corrupt(where: str, found: str) -> EnvironmentFailure:
     """The database at ``where`` failed SQLite's integrity check with ``found``."""
-    return EnvironmentFailure(where, f"the database is corrupt ({' '.join(found.split())[:200]})", REBUILD)
+    return _failure(where, f"the database is corrupt ({' '.join(found.split())[:200]})", REBUILD)
+
+
+def _failure(where: str, problem: str, remedy: str) -> EnvironmentFailure:
+    return EnvironmentFailure(f"{where}: {problem}; {remedy}")
 
 
 @contextmanager

@@ -20,13 +20,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.core.errors import machine_errors
+from grader.core.errors import EnvironmentFailure
 
 LOCK_FILE = "batch.lock"
 
 
-class BatchBusy(ValueError):
-    """Another batch holds the output folder; the message names it and the ways on."""
+class BatchBusy(EnvironmentFailure):
+    """Another batch holds the output folder (the same command will run once it is done); the message
+    names that batch and the ways on."""
 
 
 @contextmanager
@@ -34,9 +35,8 @@ def batch_lock(out: Path, *, wait: bool, on_wait: Callable[[str], None]) -> Iter
     """Hold ``out``'s batch lock for the block. When another run holds it: ``BatchBusy`` at once, or, with
     ``wait``, tell ``on_wait`` whom this run waits for (one line) and wait until it is free."""
     path = out / LOCK_FILE
-    with machine_errors(path):
-        out.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -49,8 +49,7 @@ def batch_lock(out: Path, *, wait: bool, on_wait: Callable[[str], None]) -> Iter
                 ) from None
             on_wait(f"waiting for the batch that holds {out} ({holder})")
             fcntl.flock(fd, fcntl.LOCK_EX)
-        with machine_errors(path):
-            _write_holder(fd)
+        _write_holder(fd)
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -20,7 +20,6 @@ from typing import Any
 
 from grader.core.atomic import sweep_temporaries, write_atomic
 from grader.core.course import Course, Exercise
-from grader.core.errors import machine_errors
 from grader.core.results import ExerciseResult
 from grader.core.submission import file_hashes, stage
 
@@ -57,7 +56,7 @@ def keyed_files(source: Path, exercise: Exercise, suite: str, runner_id: str) ->
     """(``submission_key``, sha256 of each file grading takes from ``source`` by name, or '<missing>')."""
     digest = hashlib.sha256(f"{suite}\n{runner_id}\n".encode())
     with tempfile.TemporaryDirectory(prefix="distgpu-key-") as folder:
-        notes = stage(source, exercise.files, Path(folder))
+        notes = stage(source, exercise.files, Path(folder)).texts
         files = file_hashes(Path(folder), exercise.files)
     digest.update("\n".join(notes).encode())
     for name, sha in files.items():
@@ -86,8 +85,7 @@ class RecordStore:
         """``sweep``: remove the partial writes that dead processes of this host left (a live writer's,
         such as a Slurm task's, are never touched); off for a reader."""
         self.folder = folder
-        with machine_errors(folder):
-            folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         if sweep:
             sweep_temporaries(folder)
 
@@ -119,9 +117,8 @@ class RecordStore:
             if reason is None:
                 continue
             target = _free_name(self.folder / self.SET_ASIDE / path.name)
-            with machine_errors(target):
-                target.parent.mkdir(exist_ok=True)
-                os.replace(path, target)
+            target.parent.mkdir(exist_ok=True)
+            os.replace(path, target)
             moved.append(SetAside(path.name, reason, target))
         return moved
 
