@@ -294,3 +294,32 @@ def test_an_export_without_a_gradebook_says_so(toy_course: Course, tmp_path: Pat
     assert export_cli(toy_course, url, tmp_path / "grades.csv") == 2
     assert "no gradebook there" in capsys.readouterr().out
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_batch_stops_on_a_corrupt_gradebook_before_it_grades(
+    edited_course, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    course = edited_course("title: Toy all-reduce", "title: Toy all-reduce")
+    (tmp_path / "subs" / "s01").mkdir(parents=True)
+    (tmp_path / "subs" / "s01" / "toy.py").write_text("")
+    database = tmp_path / "gradebook.db"
+    corrupt_garbage(database)
+    argv = [
+        "batch",
+        str(tmp_path / "subs"),
+        "--exercise",
+        "toy",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    assert (
+        cli.main(["--course", str(course.root / "course.yml"), *argv, "--gradebook", f"sqlite:///{database}"])
+        == 3
+    )
+    said = capsys.readouterr().out
+    assert f"error: {database}: the file is not a database (corrupt); move it aside" in said
+    assert "Traceback" not in said
+    assert not list((tmp_path / "out" / "records").iterdir())  # nothing graded, not even the reference
+    assert not (tmp_path / "out" / "reference").exists()
