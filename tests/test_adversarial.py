@@ -118,7 +118,7 @@ def _zip_bomb(dest: Path, reference: str, course_root: Path) -> None:
 
 def _zip_wrong_names(dest: Path, reference: str, course_root: Path) -> None:
     with zipfile.ZipFile(dest.with_suffix(".zip"), "w") as archive:
-        for name in ("Allreduce.py", "allreduce.PY", "allreduce.py.txt", "allreduce (1).py"):
+        for name in ("Allreduce.py", "allreduce.PY", "allreduce.py.txt", "allreduce (1)x.py"):
             archive.writestr(name, reference)
         archive.writestr(zipfile.ZipInfo("allreduce\x94.py"), reference)  # cp437 bytes, no UTF-8 flag
 

@@ -45,7 +45,7 @@ def test_a_batch_names_invalid_uploads_grades_none_of_them_and_records_each_as_z
     monkeypatch.setattr(
         grading_process.GradingProcess,
         "grade",
-        lambda self, source, label: graded.append(label) or grade(self, source, label),
+        lambda self, source, label, notes=None: graded.append(label) or grade(self, source, label, notes),
     )
     monkeypatch.setattr(outputs, "histogram_png", lambda scores, top, path: histogram.extend(scores) or True)
 

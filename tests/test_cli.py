@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -85,6 +86,7 @@ def test_flags_are_frozen() -> None:
         "list": ["--help", "-h"],
         "exercise": [
             "--backend",
+            "--concept",
             "--device",
             "--help",
             "--json",
@@ -131,7 +133,20 @@ def test_flags_are_frozen() -> None:
             "--workers",
             "-h",
         ],
-        "export": ["--canvas", "--csv", "--gradebook", "--help", "--moodle", "--roster", "-h"],
+        "export": [
+            "--canvas",
+            "--column",
+            "--csv",
+            "--exercise",
+            "--gradebook",
+            "--help",
+            "--match",
+            "--missing",
+            "--moodle",
+            "--moodle-gradebook",
+            "--roster",
+            "-h",
+        ],
         "report": ["--anonymize", "--help", "--html", "-h"],
         "similarity": ["--anonymize", "--help", "--html", "--submissions", "--threshold", "-h"],
         "release": ["--help", "-h"],
@@ -281,3 +296,15 @@ def test_setup_keeps_one_stamp_that_serves_every_extras_combination(tmp_path: Pa
     assert not setup("") and setup("instructor")
     stamp.unlink()
     assert setup("")
+
+
+def test_version_names_the_grader_and_the_course(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["--course", FIXTURE, "--version"])
+    assert ended.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"grade (distgpu) {importlib.metadata.version('distgpu')}"
+    assert lines[1] == f"course: Fixture course, version not given ({FIXTURE})"
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])  # the course found upwards: the repository's, which gives its version
+    assert "course: Distributed GPU Systems, version 1.0 (" in capsys.readouterr().out

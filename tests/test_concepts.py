@@ -96,7 +96,7 @@ def fixture_course(tmp_path: Path, concepts_yml: str) -> Exercise:
     """The concepts fixture course (reduce: 4 points, square: 1) with ``concepts_yml``; its exercise."""
     shutil.copytree(FIXTURE, tmp_path / "course", ignore=shutil.ignore_patterns("submissions"))
     (tmp_path / "course" / "exercises" / "01_pair" / CONCEPTS_FILE).write_text(concepts_yml)
-    return load_course(tmp_path / "course" / "course.yml").exercises[0]
+    return load_course(tmp_path / "course" / "course.yml").find("01")
 
 
 def test_core_shares_sum_over_the_concepts_sharing_a_misconception(tmp_path: Path) -> None:

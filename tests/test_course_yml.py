@@ -33,8 +33,9 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def error_of(tmp_path: Path, text: str) -> str:
+    """The error of course.yml itself, or else of its exercise 01 (which stands alone)."""
     with pytest.raises(CourseConfigError) as info:
-        load_course(write(tmp_path, text))
+        load_course(write(tmp_path, text)).find("01")
     return str(info.value)
 
 
@@ -106,3 +107,9 @@ def test_unknown_exercise_suggests_slug(course: Course) -> None:
 def test_course_has_all_25_exercises_numbered_in_order(course: Course) -> None:
     assert [e.number for e in course.exercises] == list(range(1, 26))
     assert [s.number for s in course.sections] == [1, 2, 3, 4, 5]
+
+
+def test_every_exercise_of_the_course_is_whole(course: Course) -> None:
+    """A broken exercise stands alone (the loader keeps its problem for the commands that need it), so the
+    course's own exercises are checked here."""
+    assert {e.key: e.problem for e in course.broken} == {}

@@ -103,3 +103,59 @@ def test_a_yaml_error_keeps_what_it_expected(tmp_path: Path, capsys: pytest.Capt
         "error: course.yml:3: not valid YAML: expected ',' or ']', but got '<stream end>' (while parsing a "
         "flow sequence at line 2)"
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# each exercise stands alone: a broken one stops only the commands that need it
+
+GHOST = """\
+      - number: 3
+        slug: ghost
+        title: An exercise whose folders are gone
+        files: [ghost.py]
+        parts:
+          - {name: echo, points: 1, world_sizes: [1]}
+"""
+
+
+@pytest.fixture
+def ghost_course(tmp_path: Path) -> Path:
+    """The fixture course, with an exercise 03 in course.yml whose folders do not exist."""
+    import shutil
+
+    shutil.copytree(Path(FIXTURE).parent, tmp_path / "course")
+    yml = tmp_path / "course" / "course.yml"
+    yml.write_text(yml.read_text() + GHOST)
+    return yml
+
+
+def test_a_missing_exercise_folder_stops_only_that_exercise(
+    ghost_course: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    course = ["--course", str(ghost_course)]
+    assert cli.main([*course, "exercise", "toy", "--solution", "-k", "square", "--device", "cpu"]) == 0
+    shown = capsys.readouterr()
+    assert "Score: 1 / 1" in shown.out
+    warning = "warning: exercise 03 (ghost) cannot be used, so commands that need it stop: course.yml:"
+    assert shown.err.startswith(warning) and "exercises/03_ghost/ does not exist" in shown.err, shown.err
+    assert cli.main([*course, "list"]) == 0
+    assert "cannot be used" in capsys.readouterr().out
+    assert cli.main([*course, "exercise", "ghost"]) == ExitCode.USAGE_ERROR
+    shown = capsys.readouterr()
+    assert shown.out.startswith("error: exercise 03 (ghost) cannot be used: course.yml:") and not shown.err
+    assert len(shown.out.splitlines()) == 1 and "exercises/03_ghost/ does not exist" in shown.out
+
+
+def test_a_malformed_concepts_yml_breaks_only_its_exercise(ghost_course: Path) -> None:
+    from grader.core.catalogue import CourseConfigError
+    from grader.core.course import load_course
+
+    for folder in ("exercises", "solutions"):
+        (ghost_course.parent / folder / "03_ghost").mkdir()
+        (ghost_course.parent / folder / "03_ghost" / "ghost.py").write_text("")
+    (ghost_course.parent / "exercises" / "03_ghost" / "concepts.yml").write_text("echo: [unclosed\n")
+    course = load_course(ghost_course)
+    assert [e.slug for e in course.broken] == ["ghost"]
+    assert course.find("toy").parts[0].concepts, "the whole exercise keeps its concepts"
+    with pytest.raises(CourseConfigError, match=r"03_ghost/concepts.yml:2: not valid YAML"):
+        course.find("ghost")

@@ -110,3 +110,14 @@ def test_the_schema_is_plain_sqlite(state_dir: Path) -> None:
         assert db.execute("SELECT exercise, score, files FROM attempts").fetchall() == [
             ("01", 1.0, json.dumps({"toy.py": "ab" * 32}))
         ]
+
+
+def test_grade_progress_on_a_broken_store_is_one_line_and_status_3(
+    state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`grade progress` has nothing to show without its store: an environment failure, not a traceback."""
+    (state_dir / "progress.sqlite").write_text("this is not a database\n" * 100)
+    assert cli.main(["--course", str(Path(__file__).parent / "fixtures/course/course.yml"), "progress"]) == 3
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"error: {state_dir / 'progress.sqlite'}: file is not a database; "), out
+    assert "\n" not in out and "move it aside" in out

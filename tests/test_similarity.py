@@ -16,7 +16,14 @@ import pytest
 from grader import cli
 from grader.classroom.batch import BatchPlan, PendingGrade, invalid_result
 from grader.classroom.outputs.class_report import pseudonyms, write_report
-from grader.classroom.outputs.similarity import DEFAULT_THRESHOLD, MIN_SHARED, Pair, Similarity, compare_class
+from grader.classroom.outputs.similarity import (
+    DEFAULT_THRESHOLD,
+    MIN_SHARED,
+    Pair,
+    Similarity,
+    compare_class,
+    read_submissions,
+)
 from grader.classroom.outputs.similarity_report import record_submissions, write_pages, write_similarity
 from grader.classroom.state.records import Record, RecordStore
 from grader.cli.parser import build_parser
@@ -163,7 +170,7 @@ def test_a_renamed_reformatted_copy_is_flagged_and_no_other_pair(
     subs = copied_class(course, stub, tmp_path / "subs")
     bob = (subs["bob"] / "allreduce.py").read_text()
     assert "world, me = dist.get_world_size(group)" in bob and "#" not in bob  # renamed, comments gone
-    found = compare_class(course, course.find("02"), subs)
+    found = compare_class(course, course.find("02"), read_submissions(course.find("02"), subs))
     flagged = found.flagged()
     assert [p.students for p in flagged] == [("alice", "bob")]
     assert min(flagged[0].shares) > 0.9 and flagged[0].shared > 10 * MIN_SHARED
@@ -175,12 +182,18 @@ def test_code_everyone_writes_alike_flags_nobody(course: Course, stub: str, tmp_
     tree = [HEAP_TREE, HEAP_TREE.replace("r", "rank"), "parents = [(i - 1) // 2 for i in range(p)]\n"]
     tree[2] += "parents[0] = -1\nreturn parents\n"
     everyone = {f"s{i}": fill(stub, "binary_tree", tree[i % 3]) for i in range(6)}
-    found = compare_class(course, course.find("02"), write_class(tmp_path / "all", everyone))
+    found = compare_class(
+        course,
+        course.find("02"),
+        read_submissions(course.find("02"), write_class(tmp_path / "all", everyone)),
+    )
     assert found.flagged() == [] and len(found.students) == 6
 
     # Two of them alone share it: too little code to be evidence, however alike.
     two = {"s0": everyone["s0"], "s3": everyone["s3"], "fay": stub, "zoe": stub}
-    found = compare_class(course, course.find("02"), write_class(tmp_path / "two", two))
+    found = compare_class(
+        course, course.find("02"), read_submissions(course.find("02"), write_class(tmp_path / "two", two))
+    )
     assert found.flagged() == []
     assert [(p.students, p.score) for p in found.pairs] == [(("s0", "s3"), pytest.approx(1.0))]
     assert found.pairs[0].shared < MIN_SHARED

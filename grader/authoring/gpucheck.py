@@ -97,7 +97,7 @@ def run_checks(course: Course, out: Path, say: Callable[[Check], None]) -> list[
     half = ["--course", str(course.root / "course.yml"), "--cpu-results", str(cpu_file)]
     cpu = subprocess.Popen([sys.executable, "-m", "grader.gpucheck", *half])
     runner = LocalRunner(keep_factory=True)  # one factory per exercise: the course's own code only
-    graded = [e for e in course.exercises if e.parts]
+    graded = [e.usable() for e in course.exercises if e.parts]  # every reference, so every one whole
     on_gpu: dict[str, tuple[ExerciseResult, float]] = {}
     checks: list[Check] = []
     try:
@@ -246,7 +246,7 @@ def _write_cpu_results(course: Course, path: Path) -> None:
 
     runner = LocalRunner()
     results = {
-        e.key: _grade(runner, course, e, course.solution_dir(e), device="cpu").to_dict()
+        e.key: _grade(runner, course, e.usable(), course.solution_dir(e), device="cpu").to_dict()
         for e in course.exercises
         if e.parts
     }

@@ -71,6 +71,8 @@ def build_release(course: Course, out: Path) -> list[str]:
     """Write the bundle to ``out`` (which must not exist); return the leaks found in it (none, or a bug)."""
     if out.exists():
         raise UsageError(f"{out} exists; give a new folder")
+    for exercise in course.exercises:
+        exercise.usable()  # the bundle ships every exercise
     for name in SHIPPED:
         source = course.root / name
         if source.is_dir():

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Protocol
 
 from grader.classroom.intake.discovery import Submission, discover
+from grader.classroom.state.class_state import Member
 from grader.classroom.state.records import Record, RecordStore
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult, Status
-from grader.core.submission import why_invalid
 
 
 @dataclass
@@ -96,8 +96,7 @@ def make_plan(
     ranks = max((max(p.world_sizes) for p in exercise.parts), default=1)
     if device == "cuda":
         per_slot = min(ranks, gpus)
-        if not per_slot:
-            raise UsageError("--device cuda: no GPU is visible here")
+        assert per_slot, "resolve_device refuses cuda where there is no GPU"
         slots: list[str | None] = [
             ",".join(map(str, range(first, first + per_slot)))
             for first in range(0, gpus - per_slot + 1, per_slot)
@@ -116,15 +115,35 @@ def make_plan(
 
 @dataclass(frozen=True)
 class PendingGrade:
-    """A submission to grade, with what its record is filed under."""
+    """A member of the class to grade: its staged upload, and what its record is filed under."""
 
-    submission: Submission
-    key: str
-    """The record key: the hash of its files, the suite and the runner (``records.submission_key``)."""
+    member: Member
     submitted: str | None
     """ISO 8601 submission time to record (``--late``), else None."""
-    files: dict[str, str] = field(default_factory=dict)
-    """sha256 of each file grading takes, by name."""
+
+    @property
+    def submission(self) -> Submission:
+        return self.member.submission
+
+    @property
+    def key(self) -> str:
+        """The record key (``records.record_key``)."""
+        return self.member.key
+
+    @property
+    def files(self) -> dict[str, str]:
+        """sha256 of each file grading takes, by name."""
+        return self.member.files
+
+    @property
+    def source(self) -> Path:
+        """What grading reads: the staged copy of the upload (staged once, by ``read_class``)."""
+        return self.member.folder
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What staging said of the upload, for the student (``GradeJob.staging_notes``)."""
+        return tuple(self.member.staged.texts)
 
 
 class BatchPool(Protocol):
@@ -164,10 +183,11 @@ def set_aside_invalid(
     store: RecordStore,
     on_result: Callable[[str, ExerciseResult], None],
 ) -> list[PendingGrade]:
-    """File an ``invalid`` record for each upload in ``todo`` that cannot be graded; return the others."""
+    """File an ``invalid`` record for each upload in ``todo`` that cannot be graded (as its staging decided);
+    return the others."""
     gradable = []
     for pending in todo:
-        refusal = why_invalid(pending.submission.path, plan.exercise.files)
+        refusal = pending.member.staged.invalid
         if refusal is None:
             gradable.append(pending)
             continue

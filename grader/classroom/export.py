@@ -22,10 +22,11 @@ from grader.core.errors import EnvironmentFailure, UsageError
 class GradebookContents:
     nbgrader_csv: str | None
     """The text of `nbgrader export`'s CSV, when asked for."""
-    grades: Grades
+    grades: Grades | None
+    """The grades an LMS file is made of, when asked for."""
 
 
-def read_gradebook(url: str, course: Course, *, nbgrader_csv: bool) -> GradebookContents:
+def read_gradebook(url: str, course: Course, *, nbgrader_csv: bool, grades: bool) -> GradebookContents:
     """What the export writes, read from the gradebook at ``url``; ``UsageError`` when there is none,
     ``EnvironmentFailure`` when it is corrupt or an exercise's last batch did not finish."""
     where = database_location(url)
@@ -39,4 +40,4 @@ def read_gradebook(url: str, course: Course, *, nbgrader_csv: bool) -> Gradebook
                 "running); rerun that batch (it resumes: nothing graded is graded again), then export"
             )
         text = export_csv(gradebook) if nbgrader_csv else None
-        return GradebookContents(text, read_grades(gradebook, course))
+        return GradebookContents(text, read_grades(gradebook, course) if grades else None)

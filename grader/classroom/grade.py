@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,15 +15,26 @@ from grader.classroom.batch import (
     PendingGrade,
     set_aside_invalid,
 )
-from grader.classroom.intake.discovery import Submission, discover
+from grader.classroom.intake.discovery import Submission
 from grader.classroom.local_pool import LocalPool
 from grader.classroom.outputs.batch_files import write_batch_outputs
-from grader.classroom.outputs.class_report import REPORT_DIR, write_report
-from grader.classroom.outputs.similarity_report import record_submissions, remove_similarity, write_similarity
+from grader.classroom.outputs.class_report import REPORT_DIR, write_class_report
+from grader.classroom.outputs.similarity_report import (
+    record_submissions,
+    remove_similarity,
+    write_class_similarity,
+)
 from grader.classroom.state.batch_marks import batch_transaction, mark_started
-from grader.classroom.state.gradebook import open_gradebook
+from grader.classroom.state.class_state import (
+    SET_ASIDE_DIR,
+    STAGED_DIR,
+    ClassState,
+    read_class,
+    set_aside_absent,
+)
+from grader.classroom.state.gradebook import open_gradebook, remove_submissions_except
 from grader.classroom.state.gradebook import record as record_grade
-from grader.classroom.state.records import Record, RecordStore, SetAside, keyed_files, suite_hash
+from grader.classroom.state.records import Record, RecordStore, SetAside, reference_key, suite_hash
 from grader.core.course import Course
 from grader.core.errors import EnvironmentFailure, UsageError
 from grader.core.results import ExerciseResult
@@ -35,12 +47,16 @@ class BatchOutcome:
     graded: list[str]
     """Students graded in this run (the others had a current record)."""
     out: Path
+    staged: int
+    """Uploads staged in this run: each once (``ClassState.stagings``)."""
+    set_aside: list[str] = field(default_factory=list)
+    """Students with a record and no submission now: their records moved to ``OUT/set-aside``."""
     warning: str | None = None
     """One line to show: the similarity report could not be written (the grades and the other reports
     were)."""
-    set_aside: list[SetAside] = field(default_factory=list)
-    """Files in records/ that were not the record their name promised: moved aside, their students graded
-    again."""
+    strays: list[SetAside] = field(default_factory=list)
+    """Files in records/ that were not the record their name promised: moved to ``OUT/set-aside`` too, and
+    their students graded again."""
 
 
 def batch_grade(
@@ -57,48 +73,85 @@ def batch_grade(
     shuffle: int | None = None,
 ) -> BatchOutcome:
     """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
-    gradebook, CSV, results.json, PNG. An upload that cannot be graded gets an ``invalid`` record without
-    reaching the pool. Only this process writes the gradebook and the reports. The submissions are graded
-    in name order, or in the order ``random.Random(shuffle)`` gives them when ``shuffle`` is a seed (a
-    grade must not depend on what was graded before or beside it; ``benchmarks/bench_determinism.py``)."""
+    gradebook, CSV, results.json, PNG. The class is read once (``read_class``: each upload staged once,
+    each record read once) and every step below takes it. An upload that cannot be graded gets an
+    ``invalid`` record without reaching the pool. The record of a student whose submission is gone is set
+    aside, and they are in none of the outputs. Only this process writes the gradebook and the reports. The
+    submissions are graded in name order, or in the order ``random.Random(shuffle)`` gives them when
+    ``shuffle`` is a seed (a grade must not depend on what was graded before or beside it;
+    ``benchmarks/bench_determinism.py``)."""
     pool = pool or LocalPool()
-    found = discover(submissions)
     store = RecordStore(out / "records")
-    set_aside = store.set_aside_strays()
+    strays = store.set_aside_strays(out / SET_ASIDE_DIR)
     _mark_started(plan, gradebook_url, out)
-    todo = batch_todo(plan, found, store, regrade=regrade, late=late)
-    if shuffle is not None:
-        random.Random(shuffle).shuffle(todo)
-    reference = _graded_reference(plan, out, pool)
-    on_start(len(todo))
-    pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
-    current = {s.student for s in found}
-    records = [r for r in store.all() if r.student in current]
-    _write_gradebook(plan, records, reference, gradebook_url)
-    write_batch_outputs(records, out, plan.exercise.points)
-    record_submissions(out, submissions)
-    warning = None
-    if records:
-        warning = _similarity(out, plan.course, submissions)  # first: the class page links to it
-        write_report(out, deadline=plan.exercise.deadline)
-    return BatchOutcome(records, [p.submission.student for p in todo], out, warning, set_aside)
+    suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
+    klass = read_class(
+        exercise=plan.exercise,
+        submissions=submissions,
+        store=store,
+        staged=out / STAGED_DIR,
+        suite=suite,
+        runner_id=runner_id,
+    )
+    try:
+        todo = batch_todo(klass, regrade=regrade, late=late)
+        if shuffle is not None:
+            random.Random(shuffle).shuffle(todo)
+        set_aside = set_aside_absent(klass, store, out)
+        reference = _graded_reference(plan, out, pool, reference_key(suite, runner_id))
+        on_start(len(todo))
+        pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
+        klass = klass.reread(store, (p.submission.student for p in todo))
+        warning = _write_outputs(plan, klass, out, reference, gradebook_url)
+    finally:
+        shutil.rmtree(out / STAGED_DIR, ignore_errors=True)
+    graded = [p.submission.student for p in todo]
+    return BatchOutcome(klass.records, graded, out, klass.stagings, set_aside, warning, strays)
 
 
-def batch_todo(
-    plan: BatchPlan, found: list[Submission], store: RecordStore, *, regrade: list[str], late: bool
-) -> list[PendingGrade]:
-    """The submissions in ``found`` with no current record in ``store``, plus those named in ``regrade``."""
-    unknown = sorted(set(regrade) - {s.student for s in found})
+def _write_outputs(
+    plan: BatchPlan, klass: ClassState, out: Path, reference: ExerciseResult, gradebook_url: str
+) -> str | None:
+    """The gradebook, the batch files, the similarity report and the class report, all of ``klass``;
+    the similarity report's warning, if any."""
+    _write_gradebook(plan, klass, reference, gradebook_url)
+    write_batch_outputs(klass, out)
+    record_submissions(out, klass.submissions)
+    if not klass.records:
+        return None
+    warning = _similarity(out, plan.course, klass)  # first: the class page links to it
+    write_class_report(klass, out, deadline=plan.exercise.deadline)
+    return warning
+
+
+def batch_todo(klass: ClassState, *, regrade: list[str], late: bool) -> list[PendingGrade]:
+    """The members of ``klass`` with no current record, plus those named in ``regrade``."""
+    unknown = sorted(set(regrade) - set(klass.students))
     if unknown:
         raise UsageError(f"--regrade: no submission for {', '.join(unknown)}")
+    return [
+        PendingGrade(member, _submitted(member.submission, late))
+        for member in klass.members
+        if member.student in regrade or not member.current
+    ]
+
+
+def class_to_grade(plan: BatchPlan, submissions: Path, store: RecordStore, staged: Path) -> ClassState:
+    """The class in ``submissions`` as ``batch_grade`` would read it, its uploads staged into ``staged``
+    (``--dry-run``: nothing graded, nothing set aside)."""
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
-    todo = []
-    for submission in found:
-        key, files = keyed_files(submission.path, plan.exercise, suite, runner_id)
-        if submission.student in regrade or _stale(store.get(submission.student), key):
-            submitted = submission.submitted.isoformat() if late and submission.submitted else None
-            todo.append(PendingGrade(submission, key, submitted, files))
-    return todo
+    return read_class(
+        exercise=plan.exercise,
+        submissions=submissions,
+        store=store,
+        staged=staged,
+        suite=suite,
+        runner_id=runner_id,
+    )
+
+
+def _submitted(submission: Submission, late: bool) -> str | None:
+    return submission.submitted.isoformat() if late and submission.submitted else None
 
 
 def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
@@ -108,12 +161,12 @@ def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
     return course.find(first.result.exercise).deadline if first else None
 
 
-def _similarity(out: Path, course: Course, submissions: Path) -> str | None:
+def _similarity(out: Path, course: Course, klass: ClassState) -> str | None:
     """Write the batch's similarity report; None, or, when anything fails there (copydetect, Pygments, a
     file), remove what is left of an earlier one and return the warning to show instead: the grades and
     the class report do not depend on it."""
     try:
-        write_similarity(out, course, submissions=submissions)
+        write_class_similarity(klass, out, course)
     except (EnvironmentFailure, OSError):
         raise  # a full disk is not the report's fault: the batch stops with it (exit status 3)
     except Exception as exc:
@@ -123,14 +176,10 @@ def _similarity(out: Path, course: Course, submissions: Path) -> str | None:
     return None
 
 
-def _stale(record: Record | None, key: str) -> bool:
-    return record is None or record.key != key
-
-
-def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool) -> ExerciseResult:
-    """The reference's result under the current suite (cached in out/); refuse to go on unless it is 100 %."""
+def _graded_reference(plan: BatchPlan, out: Path, pool: BatchPool, key: str) -> ExerciseResult:
+    """The reference's result under the current suite (cached in out/ under ``key``); refuse to go on unless
+    it is 100 %."""
     cache = RecordStore(out / "reference")
-    key = suite_hash(plan.course, plan.exercise) + _runner_id(plan.backend)
     cached = cache.get("reference")
     if cached is not None and cached.key == key:
         return cached.result
@@ -159,15 +208,18 @@ def _mark_started(plan: BatchPlan, url: str, out: Path) -> None:
         mark_started(gradebook, plan.exercise.dirname, out)
 
 
-def _write_gradebook(plan: BatchPlan, records: list[Record], reference: ExerciseResult, url: str) -> None:
-    """Upsert every record (idempotent), so a kill between a record and its gradebook row heals on rerun;
-    all of them and the finished mark in one transaction (``batch_marks``)."""
+def _write_gradebook(plan: BatchPlan, klass: ClassState, reference: ExerciseResult, url: str) -> None:
+    """Upsert every record of the class (idempotent), so a kill between a record and its gradebook row heals
+    on rerun; remove this exercise's submission of anyone not in the class (their record was set aside), so
+    that ``grade export``, which reads the gradebook across exercises, exports this class. All of it and
+    the batch's finished mark in one transaction (``batch_marks``)."""
     deadline = plan.exercise.deadline
     with (
         open_gradebook(url, course_id=plan.course.title) as opened,
         batch_transaction(opened, plan.exercise.dirname) as gradebook,
     ):
-        for record in records:
+        remove_submissions_except(gradebook, plan.exercise, set(klass.students))
+        for record in klass.records:
             submitted = dt.datetime.fromisoformat(record.submitted) if record.submitted else None
             record_grade(
                 gradebook,

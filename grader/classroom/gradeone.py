@@ -5,7 +5,8 @@
     python -m grader.gradeone --course course.yml --exercise 02 --backend local --serve FD
 
 The first form grades one submission. With ``--serve``, the process grades job after job, one JSON line
-each on stdin (``{"submission": path or null, "label": ..., "out": ...}``), and writes one line to file
+each on stdin (``{"submission": path or null, "label": ..., "out": ...}``, and ``"notes"``, what staging
+said of the upload, when the submission is the batch's staged copy of it), and writes one line to file
 descriptor FD when a job's result is in place: a batch slot keeps one such process, so torch and the grader
 are imported once per slot rather than once per submission. Either way a grading that wedges or dies costs
 only what that process held, and the batch driver replaces it.
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise, load_course
-from grader.runners import GradeJob, Runner, SuiteError, make_runner
+from grader.runners import GradeJob, Runner, graded_envelope, make_runner
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
             for line in sys.stdin:
                 job = json.loads(line)
                 source = Path(job["submission"]) if job["submission"] else None
-                grade_one(course, exercise, runner, args.device, source, job["label"], Path(job["out"]))
+                notes = tuple(job["notes"]) if "notes" in job else None
+                grade_one(
+                    course, exercise, runner, args.device, source, job["label"], Path(job["out"]), notes
+                )
                 replies.write(json.dumps({"out": job["out"]}) + "\n")
     finally:
         runner.close()  # a Docker spare and removals under way; a killed server's are swept by the batch
@@ -63,17 +67,16 @@ def grade_one(
     source: Path | None,
     label: str,
     out: Path,
+    notes: tuple[str, ...] | None = None,
 ) -> None:
-    """Grade ``source`` (None: the reference); write ``{"result": ...}`` or ``{"suite_error": ...}``."""
+    """Grade ``source`` (None: the reference); write its envelope (``graded_envelope``) to ``out``.
+    ``notes``: ``GradeJob.staging_notes``."""
     job = GradeJob(
         course=course,
         exercise=exercise,
         source=source or course.solution_dir(exercise),
         label=label,
         device=device,
+        staging_notes=notes,
     )
-    try:
-        payload: dict[str, object] = {"result": runner.run(job).to_dict()}
-    except SuiteError as exc:
-        payload = {"suite_error": str(exc)}
-    write_atomic(out, json.dumps(payload))
+    write_atomic(out, json.dumps(graded_envelope(runner, job)))

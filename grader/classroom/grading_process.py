@@ -19,17 +19,20 @@ from pathlib import Path
 
 from grader.classroom.batch import BatchPlan
 from grader.core.results import ExerciseResult, Status
-from grader.runners import SuiteError
+from grader.runners import opened_envelope
 
 PROCESS_MARGIN_S = 120.0
 """Beyond the exercise's budget, for a grading process: interpreter, torch, container start."""
 
 
-def grade_in_process(plan: BatchPlan, source: Path | None, label: str, gpus: str | None) -> ExerciseResult:
-    """Grade one submission in a grading process of its own (the reference when ``source`` is None)."""
+def grade_in_process(
+    plan: BatchPlan, source: Path | None, label: str, gpus: str | None, notes: tuple[str, ...] | None = None
+) -> ExerciseResult:
+    """Grade one submission in a grading process of its own (the reference when ``source`` is None);
+    ``notes``: as ``GradingProcess.grade``."""
     process = GradingProcess(plan, gpus)
     try:
-        return process.grade(source, label)
+        return process.grade(source, label, notes)
     finally:
         process.close()
 
@@ -59,6 +62,9 @@ def read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> Exercise
     try:
         payload = json.loads(out.read_text())
     except (OSError, ValueError):
+        payload = None
+    result = opened_envelope(payload)  # SuiteError (a ValueError too) must not become an ERROR result
+    if result is None:
         return ExerciseResult.for_every_part(
             exercise=plan.exercise,
             status=Status.ERROR,
@@ -67,9 +73,7 @@ def read_result(out: Path, plan: BatchPlan, label: str, stderr: str) -> Exercise
             reason="the grading process ended without a result: "
             + (stderr.strip().splitlines() or ["?"])[-1],
         )
-    if "suite_error" in payload:
-        raise SuiteError(payload["suite_error"])
-    return ExerciseResult.from_dict(payload["result"])
+    return result
 
 
 def _die_with_parent() -> None:
@@ -97,16 +101,24 @@ class GradingProcess:
         self._folder = tempfile.TemporaryDirectory(prefix="distgpu-batch-")
         self._stderr = Path(self._folder.name) / "stderr.log"
 
-    def grade(self, source: Path | None, label: str) -> ExerciseResult:
-        """Grade ``source`` (None: the reference); a process that died without a result gets one retry."""
+    def grade(self, source: Path | None, label: str, notes: tuple[str, ...] | None = None) -> ExerciseResult:
+        """Grade ``source`` (None: the reference); a process that died without a result gets one retry.
+        ``notes``: what staging said of the upload when ``source`` is the batch's staged copy of it
+        (``GradeJob.staging_notes``)."""
         out = Path(self._folder.name) / "result.json"
         out.unlink(missing_ok=True)
         deadline = self.plan.exercise.timeout + PROCESS_MARGIN_S
+        job: dict[str, object] = {
+            "submission": str(source) if source else None,
+            "label": label,
+            "out": str(out),
+        }
+        if notes is not None:
+            job["notes"] = list(notes)
         for _attempt in range(2):
             if self._process is None or self._jobs >= self.JOBS_PER_PROCESS:
                 self._restart()
             assert self._process is not None and self._process.stdin is not None
-            job = {"submission": str(source) if source else None, "label": label, "out": str(out)}
             try:
                 self._process.stdin.write((json.dumps(job) + "\n").encode())
                 self._process.stdin.flush()

@@ -7,32 +7,33 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 
 from grader.classroom.batch import BatchPlan, PendingGrade
 from grader.classroom.grading_process import GradingProcess, grade_in_process
-from grader.classroom.intake.discovery import Submission
 from grader.classroom.state.records import Record, RecordStore
 from grader.core.results import ExerciseResult, Status
 
 
 def grade_all(
     plan: BatchPlan,
-    todo: list[Submission],
-    on_done: Callable[[Submission, ExerciseResult], None],
+    todo: list[PendingGrade],
+    on_done: Callable[[PendingGrade, ExerciseResult], None],
 ) -> None:
-    """Grade ``todo`` on ``plan.workers`` slots; ``on_done`` runs in this thread, one result at a time."""
+    """Grade ``todo`` (each from its staged copy) on ``plan.workers`` slots; ``on_done`` runs in this
+    thread, one result at a time."""
     slots = [GradingProcess(plan, gpus) for gpus in plan.gpu_slots or [None] * plan.workers]
     free = list(range(len(slots)))
-    pending: dict[Future[ExerciseResult], tuple[Submission, int]] = {}
+    pending: dict[Future[ExerciseResult], tuple[PendingGrade, int]] = {}
     queue = list(todo)
     try:
         with ThreadPoolExecutor(max_workers=len(slots)) as pool:
             while queue or pending:
                 while queue and free:
-                    submission, slot = queue.pop(0), free.pop()
-                    future = pool.submit(slots[slot].grade, submission.path, submission.student)
-                    pending[future] = (submission, slot)
+                    grade, slot = queue.pop(0), free.pop()
+                    student = grade.submission.student
+                    future = pool.submit(slots[slot].grade, grade.source, student, grade.notes)
+                    pending[future] = (grade, slot)
                 done = next(as_completed(pending))
-                submission, slot = pending.pop(done)
+                grade, slot = pending.pop(done)
                 free.append(slot)
-                on_done(submission, done.result())
+                on_done(grade, done.result())
     finally:
         for process in slots:
             process.close()
@@ -53,12 +54,10 @@ class LocalPool:
         store: RecordStore,
         on_result: Callable[[str, ExerciseResult], None],
     ) -> None:
-        pending = {p.submission.student: p for p in todo}
-
-        def finished(submission: Submission, result: ExerciseResult) -> None:
-            grade = pending[submission.student]
+        def finished(grade: PendingGrade, result: ExerciseResult) -> None:
+            student = grade.submission.student
             if result.verdict is not Status.ERROR:  # a grader or course failure: the next run retries it
-                store.put(Record(submission.student, grade.key, result, grade.submitted, grade.files))
-            on_result(submission.student, result)
+                store.put(Record(student, grade.key, result, grade.submitted, grade.files))
+            on_result(student, result)
 
-        grade_all(plan, [p.submission for p in todo], finished)
+        grade_all(plan, todo, finished)

@@ -2,8 +2,8 @@
 what escapes it into an exit status (``grader.core.errors.ExitCode``).
 
 Each audience's subcommands are declared, with their thin handlers, in ``learner``, ``authoring`` and
-``classroom``; ``parser`` assembles them. A handler checks its arguments and calls one function of the
-audience's package.
+``classroom``; ``parser`` assembles them. A handler checks its arguments, calls its audience's package and
+shows the outcome (docs/architecture.md names what else a handler holds, and why).
 """
 
 from __future__ import annotations
@@ -44,9 +44,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    """The handler's status; then, on stderr, a warning for each exercise that cannot be used (a command that
+    needs one stops at it with its ``error:`` line instead)."""
     course = load_course(args.course or find_course(), check_stubs=args.command != "stubs")
     handler: Handler = args.handler
-    return handler(args, course, console)
+    code = handler(args, course, console)
+    warnings = Console(stderr=True, highlight=False)
+    for exercise in course.broken:
+        said = f"exercise {exercise.key} ({exercise.slug}) cannot be used, so commands that need it stop: "
+        warnings.print(labelled("warning:", "yellow", said + str(exercise.problem)), soft_wrap=True)
+    return code
 
 
 def _error(console: Console, code: ExitCode, message: str) -> ExitCode:

@@ -24,6 +24,7 @@ from grader.core.atomic import write_atomic
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
+from grader.learner.views import ProgressBar
 from grader.runners import Runner, make_runner
 
 
@@ -40,6 +41,10 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
     # One runner for the whole check: it keeps a rank factory per exercise, and closing ends the last one.
     with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
         for exercise in exercises:
+            if exercise.problem:  # only where no ids were given: find() refuses a broken exercise
+                console.print(labelled("FAIL", "red", f"{exercise.key} {exercise.slug}: {exercise.problem}"))
+                failed += 1
+                continue
             found = check_exercise(course=course, exercise=exercise, runner=runner, device=args.device)
             ref, stub = found.reference, found.stubs
             assert ref is not None and stub is not None  # check_exercise grades both, always
@@ -136,8 +141,11 @@ def _validate_one(
     from grader.authoring.timeouts import timeout_problems
     from grader.authoring.validate import CorpusError, validate_exercise
 
+    if exercise.problem:  # only where no ids were given: find() refuses a broken exercise
+        console.print(labelled(exercise.key, "red", exercise.problem), soft_wrap=True)
+        return {"exercise": exercise.key, "slug": exercise.slug, "problems": [exercise.problem]}
     label = f"validating {exercise.key} {exercise.slug}"
-    with console.status(label) as status:
+    with ProgressBar(console, label) as bar:
         try:
             found = validate_exercise(
                 course=course,
@@ -146,7 +154,7 @@ def _validate_one(
                 device=args.device,
                 corpus_root=args.corpus or course.root / "tests",
                 runs=args.runs,
-                on_step=lambda what: status.update(f"{label}: {what}"),
+                on_step=lambda what: bar.describe(f"{label}: {what}"),
             )
         except CorpusError as exc:
             console.print(f"{exercise.key} corpus: {exc}", soft_wrap=True, markup=False)
@@ -228,7 +236,7 @@ def add_stubs(commands: Subcommands) -> None:
 
 
 def cmd_stubs(args: argparse.Namespace, course: Course, console: Console) -> int:
-    for exercise in (e for e in course.exercises if e.files):
+    for exercise in (e for e in course.exercises if e.files and not e.problem):
         for path in write_stubs(course, exercise):
             console.print(f"wrote {path.relative_to(course.root)}", markup=False)
     return ExitCode.OK
@@ -300,9 +308,9 @@ def cmd_classroom(args: argparse.Namespace, course: Course, console: Console) ->
     from grader.authoring.starter_repo import write_starter
 
     starter = write_starter(course, course.find(args.id), args.out)
-    points = ", ".join(f"{s.part.name} {s.points}" for s in starter.steps)
     console.print(
-        f"wrote {args.out}: one Classroom step per part ({points}; whole points, {starter.timeout} min each)",
+        f"wrote {args.out}: one Classroom step per concept with public checks ({len(starter.steps)}, "
+        f"{starter.timeout} min each); Classroom's points are the exercise's {starter.scale.said()}",
         markup=False,
         highlight=False,
         soft_wrap=True,

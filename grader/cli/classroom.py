@@ -19,6 +19,7 @@ from grader.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
+    from grader.classroom.outputs.lms import Grades
     from grader.classroom.slurm.driver import SlurmPool
 
 
@@ -167,63 +168,105 @@ def _grade_batch(
 def add_export(commands: Subcommands) -> None:
     export = commands.add_parser(
         "export",
-        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's grade-import CSV",
+        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's import file",
         epilog=EXPORT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     export.add_argument("--csv", type=Path, help="write nbgrader's CSV here")
-    export.add_argument("--canvas", type=Path, help="write Canvas's grade-import CSV here (needs --roster)")
-    export.add_argument("--moodle", type=Path, help="write Moodle's grade-import CSV here (needs --roster)")
+    lms = export.add_mutually_exclusive_group()
+    lms.add_argument("--canvas", type=Path, help="write Canvas's grade import here (--roster: its export)")
+    lms.add_argument("--moodle", type=Path, help="write the assignment's grading worksheet back here")
+    lms.add_argument("--moodle-gradebook", type=Path, help="write Moodle's CSV grade import (percent) here")
+    export.add_argument("--roster", type=Path, help="the file downloaded from the LMS (examples below)")
+    export.add_argument("--exercise", help="one exercise (default: each, into OUT-NN.csv)")
     export.add_argument(
-        "--roster", type=Path, help="CSV: a 'student' column (folder names) beside the LMS's ids (docs)"
+        "--match",
+        choices=MATCH_CHOICES,
+        help="the roster column holding the submission folders' names (default: the one matching most)",
     )
+    export.add_argument(
+        "--missing",
+        choices=("leave", "zero"),
+        default="leave",
+        help="a student without a submission: left out of the file (default) or given 0",
+    )
+    export.add_argument("--column", help="Canvas: the assignment's column in the export, 'Title (id)'")
     export.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     export.set_defaults(handler=cmd_export)
 
 
+LMS_ARGS = {"canvas": "canvas", "moodle": "moodle", "moodle-gradebook": "moodle_gradebook"}
+"""``lms_files.LMS_FILES``'s keys -> the argument naming the file written."""
+MATCH_CHOICES = ("login", "sis", "email", "canvas-id", "moodle-participant", "github")
 EXPORT_EXAMPLES = """\
 examples:
-  grade export --csv grades.csv                              as `nbgrader export` writes it
-  grade export --canvas canvas.csv --roster roster.csv       Grades > Import in Canvas
-  grade export --moodle moodle.csv --roster roster.csv       Grade administration > Import > CSV file
+  grade export --csv grades.csv                                   as `nbgrader export` writes it
+  grade export --canvas canvas.csv --roster Grades-Course.csv     Canvas: Grades > Export, then Import
+  grade export --moodle 03.csv --roster worksheet.csv --exercise 03
+                                      Moodle: the assignment's grading worksheet, then Upload it back
+  grade export --moodle-gradebook m.csv --roster worksheet.csv    Moodle: Grade administration > Import
 
-roster.csv: student (the submission folder's name), then the LMS's ids: canvas_id, sis_user_id,
-sis_login_id, name, section (Canvas); idnumber, email or username (Moodle). An exercise without a
-submission, or with an invalid upload, is left without a grade; exit status 1 when a graded student is
-missing from the roster (their grades are not in the file).
+Each file holds one exercise (without --exercise: OUT-NN.csv per exercise) and a row only for a student
+with a grade in it: an importer reads a blank cell as "remove the grade". Students left out are printed
+with why; exit status 1 when a graded student is not in the roster (their grade is in no file).
 """
 
 
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
     from grader.classroom.export import read_gradebook
-    from grader.classroom.outputs.lms import load_roster, write_canvas, write_moodle
     from grader.classroom.state.gradebook import default_url
     from grader.core.atomic import write_atomic
 
-    if not (args.csv or args.canvas or args.moodle):
-        raise UsageError("give --csv, --canvas or --moodle (or several)")
-    if (args.canvas or args.moodle) and not args.roster:
-        raise UsageError("--canvas and --moodle need --roster: the LMS's id of each student")
-    roster = load_roster(args.roster) if args.roster else []
-    unmatched: set[str] = set()
-    contents = read_gradebook(args.gradebook or default_url(course), course, nbgrader_csv=bool(args.csv))
+    lms = args.canvas or args.moodle or args.moodle_gradebook
+    if not (args.csv or lms):
+        raise UsageError("give --csv, --canvas, --moodle or --moodle-gradebook")
+    if lms and not args.roster:
+        raise UsageError("--canvas and --moodle need --roster: the file downloaded from the LMS")
+    if lms and not args.roster.is_file():
+        raise UsageError(f"--roster {args.roster}: no such file")
+    if args.moodle and not args.exercise:
+        raise UsageError("--moodle needs --exercise: a grading worksheet is one assignment's")
+    if args.column and not (args.canvas and args.exercise):
+        raise UsageError("--column names the Canvas column of one exercise: give --canvas and --exercise")
+    url = args.gradebook or default_url(course)
+    contents = read_gradebook(url, course, nbgrader_csv=bool(args.csv), grades=bool(lms))
     if contents.nbgrader_csv is not None:
         write_atomic(args.csv, contents.nbgrader_csv)
         console.print(f"wrote {args.csv}", markup=False, highlight=False)
-    for path, write in ((args.canvas, write_canvas), (args.moodle, write_moodle)):
-        if path:
-            done = write(path, contents.grades, roster)
-            said = f"wrote {path}: {done.rows} students, {done.exercises} exercises"
-            console.print(said, markup=False, highlight=False, soft_wrap=True)
-            for invalid in done.invalid:
-                console.print(f"  no grade for an invalid upload: {invalid}", markup=False, highlight=False)
-            unmatched |= set(done.unmatched)
-    if unmatched:
-        missing = ", ".join(sorted(unmatched))
+    if contents.grades is None:
+        return ExitCode.OK
+    return _export_lms(args, course, contents.grades, console)
+
+
+def _export_lms(args: argparse.Namespace, course: Course, grades: Grades, console: Console) -> int:
+    from grader.classroom.outputs.lms_files import export_to
+
+    exercises = [course.find(args.exercise)] if args.exercise else grades.exercises
+    lms, out = next((k, v) for k, v in LMS_ARGS.items() if getattr(args, v) is not None)
+    done = export_to(
+        grades,
+        exercises,
+        lms=lms,
+        out=getattr(args, out),
+        roster=args.roster,
+        match=args.match,
+        missing=args.missing,
+        column=args.column,
+    )
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    how = "the column matching the most" if done.match.chosen else "--match"
+    say(f"students found by the roster's {done.match.column!r} column ({how}: {len(done.match.rows)})")
+    for file in done.files:
+        column = f"{file.rows} students in {file.column!r}"
+        say(f"wrote {file.path}: exercise {file.exercise.key}, {column}, {file.note}")
+        for why, names in file.left_out.items():
+            say(f"  left out, {why}: {', '.join(names)}")
+    if done.unmatched:
+        missing = ", ".join(done.unmatched)
         console.print(
-            labelled("not in the roster, so not in the file:", "bold yellow", missing), soft_wrap=True
+            labelled("graded but not in the roster, so in no file:", "bold yellow", missing), soft_wrap=True
         )
-    return ExitCode.NOT_FULL_MARKS if unmatched else ExitCode.OK
+    return ExitCode.NOT_FULL_MARKS if done.unmatched else ExitCode.OK
 
 
 def add_report(commands: Subcommands) -> None:

@@ -47,6 +47,8 @@ def cmd_list(args: argparse.Namespace, course: Course, console: Console) -> int:
 
 
 def _status(course: Course, exercise: Exercise) -> str:
+    if exercise.problem:
+        return "[red]cannot be used[/] (the warning below says why)"
     if not exercise.parts:
         return "[dim]coming soon[/]"
     last = last_result(course, exercise)
@@ -69,6 +71,7 @@ def add_exercise(commands: Subcommands) -> None:
     exercise.add_argument("--json", type=Path, help="write Gradescope results.json here")
     exercise.add_argument("--junit", type=Path, help="write JUnit XML here")
     exercise.add_argument("-k", dest="part", metavar="PART", help="grade one part only (ring_allreduce)")
+    exercise.add_argument("--concept", help="grade one concept only (ring_sum); exit status 0 when earned")
     exercise.add_argument("--watch", action="store_true", help="regrade after every save (Ctrl-C stops)")
     add_run_options(exercise)
     exercise.set_defaults(handler=cmd_exercise)
@@ -77,8 +80,8 @@ def add_exercise(commands: Subcommands) -> None:
 def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> int:
     if args.solution and args.submission:
         raise UsageError("--solution and --submission exclude each other")
-    if args.part and args.backend != "local":
-        raise UsageError("-k works with --backend local only")
+    if (args.part or args.concept) and args.backend != "local":
+        raise UsageError("-k and --concept work with --backend local only")
     if args.watch and (args.solution or args.submission):
         raise UsageError("--watch watches your own exercise folder: not with --solution or --submission")
     exercise = course.find(args.id)
@@ -115,6 +118,7 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
             solution=args.solution,
             device=args.device,
             part=args.part,
+            concept=args.concept,
             on_progress=bar.update,
         )
     to_terminal(result, console, readme=task_section(course, exercise))
@@ -178,7 +182,7 @@ def add_hint(commands: Subcommands) -> None:
 def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
     from rich.markdown import Markdown
 
-    from grader.learner.hints import hints_for, reveal_next
+    from grader.learner.hints import hinted_part, hints_for, reveal_next
     from grader.learner.progress import ProgressStore
 
     exercise = course.find(args.id)
@@ -187,7 +191,7 @@ def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
         console.print(f"exercise {exercise.key} has no hints yet; its README.md explains the background")
         return ExitCode.OK
     store = ProgressStore()
-    part = _hint_part(args.part, exercise.key, list(ladders))
+    part = hinted_part(args.part, exercise, list(ladders))
     if part is None:
         _hint_menu(exercise.key, ladders, store.all_hints_revealed(course.title), console)
         return ExitCode.OK
@@ -202,16 +206,6 @@ def cmd_hint(args: argparse.Namespace, course: Course, console: Console) -> int:
     again = f"grade hint {exercise.key} {part}"
     console.print(f"[dim]{f'{more} more: run `{again}` again' if more else 'that was the last hint'}[/]")
     return ExitCode.OK
-
-
-def _hint_part(asked: str | None, key: str, parts: list[str]) -> str | None:
-    """The part a `grade hint` call means: the one named, the only one, or None (show the menu)."""
-    if asked is None:
-        return parts[0] if len(parts) == 1 else None
-    name = asked.removeprefix(f"{key}.")
-    if name not in parts:
-        raise UsageError(f"exercise {key} has no hints for part {asked!r}; it has: {', '.join(parts)}")
-    return name
 
 
 def _hint_menu(key: str, ladders: dict[str, list[Hint]], seen: dict[str, int], console: Console) -> None:

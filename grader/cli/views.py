@@ -12,11 +12,13 @@ from rich.console import Console
 
 from grader.classroom.grade import BatchOutcome
 from grader.classroom.outputs.batch_files import batch_summary
+from grader.classroom.state.class_state import SET_ASIDE_DIR
 from grader.core.results import ExerciseResult, Status
+from grader.learner.views import animates
 
 
 class BatchProgressView:
-    """A rich progress bar with ETA and a live count of verdicts."""
+    """A rich progress bar with ETA and a live count of verdicts, on a terminal only (``animates``)."""
 
     def __init__(self, console: Console) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -29,6 +31,7 @@ class BatchProgressView:
             TextColumn("{task.fields[counts]}"),
             TextColumn("[dim]{task.fields[queue]}"),
             console=console,
+            disable=not animates(console),
         )
         self.counts: dict[str, int] = {}
         self.task = self.progress.add_task("grading", total=None, counts="", queue="")
@@ -58,7 +61,7 @@ class BatchProgressView:
 
 def batch_report(outcome: BatchOutcome, console: Console) -> None:
     """The batch's verdicts, how many of its submissions this run graded, and where its reports are."""
-    for stray in outcome.set_aside:
+    for stray in outcome.strays:
         console.print(
             f"set aside records/{stray.name}: {stray.reason}; moved to {stray.moved_to}, graded again",
             style="bold yellow",
@@ -74,6 +77,12 @@ def batch_report(outcome: BatchOutcome, console: Console) -> None:
     said += [f"{invalid} invalid (not graded)"] if invalid else []
     said += [f"{current} unchanged since their last run (records kept)"] if current else []
     console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True, markup=False)
+    plural = "" if outcome.staged == 1 else "s"
+    console.print(f"staged {outcome.staged} submission{plural} once", markup=False, highlight=False)
+    if outcome.set_aside:
+        aside = outcome.out / SET_ASIDE_DIR
+        line = f"set aside (no submission now; their records kept in {aside}): {', '.join(outcome.set_aside)}"
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     index = outcome.out / "report" / "index.html"
     if index.is_file():
         console.print(f"what the class missed: {index}", soft_wrap=True, markup=False, highlight=False)

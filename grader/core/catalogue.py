@@ -5,8 +5,8 @@ exercises' concepts.yml describe (``grader.core.course`` reads them into it).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -102,6 +102,10 @@ class Exercise:
     """Modules the rank factory imports once, before it forks ranks, besides torch: what the rank programs
     would otherwise import in every rank (``torch.fx.experimental.symbolic_shapes``, with sympy, which
     ``backward(grad)`` imports; ``torch._dynamo``, which an optimizer's first ``step()`` imports)."""
+    problem: str | None = None
+    """Why the exercise cannot be used (a file of it missing, its concepts.yml malformed), as the loader's
+    error says it; None when it is whole. ``Course.find`` refuses a broken exercise with it, and the rest of
+    the course works: each exercise stands alone."""
 
     @property
     def key(self) -> str:
@@ -118,6 +122,12 @@ class Exercise:
     def share(self, part: Part, concept: Concept) -> float:
         """``concept``'s share of the exercise's points (0..1): what losing it alone costs."""
         return part.concept_points(concept.name) / self.points if self.points else 0.0
+
+    def usable(self) -> Exercise:
+        """The exercise, for a command that needs it; ``CourseConfigError`` saying why when it is broken."""
+        if self.problem:
+            raise CourseConfigError(f"exercise {self.key} ({self.slug}) cannot be used: {self.problem}")
+        return self
 
     def core_shares(self) -> dict[str, float]:
         """Each core misconception's share of the exercise's points, summed over the concepts naming it."""
@@ -172,6 +182,8 @@ class Course:
     root: Path
     sections: tuple[Section, ...]
     slurm: SlurmSettings = SlurmSettings()
+    version: str | None = None
+    """The course's own version (course.yml ``version``), printed by ``grade --version``."""
 
     @property
     def exercises(self) -> tuple[Exercise, ...]:
@@ -183,11 +195,22 @@ class Course:
     def solution_dir(self, exercise: Exercise) -> Path:
         return self.root / "solutions" / exercise.dirname
 
+    @property
+    def broken(self) -> tuple[Exercise, ...]:
+        """The exercises that cannot be used (``Exercise.problem``)."""
+        return tuple(e for e in self.exercises if e.problem)
+
+    def with_exercises(self, change: Callable[[Exercise], Exercise]) -> Course:
+        """The course with ``change`` applied to each of its exercises."""
+        sections = (replace(s, exercises=tuple(change(e) for e in s.exercises)) for s in self.sections)
+        return replace(self, sections=tuple(sections))
+
     def find(self, ref: str) -> Exercise:
-        """Resolve '4', '04' or 'nccl_internals' to an exercise; ``UsageError`` with a hint otherwise."""
+        """Resolve '4', '04' or 'nccl_internals' to an exercise; ``UsageError`` with a hint otherwise, and
+        ``CourseConfigError`` for an exercise that cannot be used (``Exercise.problem``)."""
         for exercise in self.exercises:
             if ref == exercise.slug or (ref.isdigit() and int(ref) == exercise.number):
-                return exercise
+                return exercise.usable()
         hint = difflib.get_close_matches(ref, [e.slug for e in self.exercises], n=1)
         raise UsageError(f"no exercise {ref!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from grader.core.catalogue import Concept, Course, Exercise, Part
+from grader.core.catalogue import Concept, Course, CourseConfigError, Exercise, Part
 from grader.core.yaml_reader import YamlReader, compose
 
 CONCEPTS_FILE = "concepts.yml"
@@ -18,17 +18,19 @@ CONCEPTS_FILE = "concepts.yml"
 
 
 def with_concepts(course: Course) -> Course:
-    """``course`` with each part's concepts read from its exercise's concepts.yml, where there is one."""
-    sections = []
-    for section in course.sections:
-        exercises = []
-        for exercise in section.exercises:
-            path = course.exercise_dir(exercise) / CONCEPTS_FILE
-            if exercise.parts and path.is_file():
-                exercise = replace(exercise, parts=load_concepts(path, exercise))
-            exercises.append(exercise)
-        sections.append(replace(section, exercises=tuple(exercises)))
-    return replace(course, sections=tuple(sections))
+    """``course`` with each part's concepts read from its exercise's concepts.yml, where there is one; an
+    exercise whose concepts.yml is malformed keeps the error as its ``problem`` (it stands alone)."""
+
+    def read(exercise: Exercise) -> Exercise:
+        path = course.exercise_dir(exercise) / CONCEPTS_FILE
+        if exercise.problem or not exercise.parts or not path.is_file():
+            return exercise
+        try:
+            return replace(exercise, parts=load_concepts(path, exercise))
+        except CourseConfigError as exc:
+            return replace(exercise, problem=str(exc))
+
+    return course.with_exercises(read)
 
 
 def load_concepts(path: Path, exercise: Exercise) -> tuple[Part, ...]:

@@ -9,6 +9,7 @@ The tree's classes live in ``grader.core.catalogue``, and each part's concepts c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,11 @@ __all__ = [
 
 
 def load_course(path: Path, *, check_stubs: bool = True) -> Course:
-    """Parse and validate ``path``; every problem is a ``CourseConfigError``.
+    """Parse and validate ``path``; a problem of course.yml itself is a ``CourseConfigError``.
 
-    ``check_stubs=False`` skips the existence check of the generated stubs (for ``grade stubs`` itself).
+    A problem of one exercise (a missing folder or file, a malformed concepts.yml) is that exercise's
+    ``problem`` instead: commands that need it stop (``Course.find``), the others work. ``check_stubs=False``
+    skips the existence check of the generated stubs (for ``grade stubs`` itself).
     """
     try:
         text = path.read_text()
@@ -55,7 +58,7 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
         raise CourseConfigError(f"{path}: cannot read: {exc.strerror}") from None
     root_node = compose(text, path.name)
     reader = _CourseReader(path)
-    top = reader.mapping(root_node, "", required=("course", "sections"), optional=("slurm",))
+    top = reader.mapping(root_node, "", required=("course", "sections"), optional=("version", "slurm"))
     sections = tuple(
         reader.section(node, f"sections[{i}]")
         for i, node in enumerate(reader.seq(top["sections"], "sections"))
@@ -65,9 +68,11 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
         root=path.resolve().parent,
         sections=sections,
         slurm=reader.slurm(top["slurm"], "slurm") if "slurm" in top else SlurmSettings(),
+        version=reader.string(top["version"], "version") if "version" in top else None,
     )
     _check_unique(reader, course)
-    _check_files(reader, course, check_stubs)
+    missing = _missing_files(reader, course, check_stubs)
+    course = course.with_exercises(lambda e: replace(e, problem=missing.get(e.key)))
     return with_concepts(course)
 
 
@@ -225,18 +230,41 @@ def _check_unique(reader: YamlReader, course: Course) -> None:
                     raise reader.fail(reader.nodes.get(name_where), name_where, f"duplicate part {part_id!r}")
 
 
-def _check_files(reader: YamlReader, course: Course, check_stubs: bool) -> None:
+def _missing_files(reader: YamlReader, course: Course, check_stubs: bool) -> dict[str, str]:
+    """The first missing folder or file of each exercise that has one, by the exercise's key."""
     has_solutions = (course.root / "solutions").is_dir()
+    missing: dict[str, str] = {}
     for si, section in enumerate(course.sections):
         for ei, exercise in enumerate(section.exercises):
-            where = f"sections[{si}].exercises[{ei}].files"
             dirs = [course.exercise_dir(exercise)] if check_stubs else []
             dirs += [course.solution_dir(exercise)] if has_solutions else []
-            for i, name in enumerate(exercise.files):
-                for folder in dirs:
-                    if not (folder / name).is_file():
-                        rel = (folder / name).relative_to(course.root)
-                        hint = " (run `grade stubs`)" if folder.parent.name == "exercises" else ""
-                        raise reader.fail(
-                            reader.nodes.get(where), f"{where}[{i}]", f"{rel} does not exist{hint}"
-                        )
+            problem = _first_missing(reader, exercise, dirs, f"sections[{si}].exercises[{ei}]")
+            if problem:
+                missing[exercise.key] = problem
+    return missing
+
+
+def _first_missing(reader: YamlReader, exercise: Exercise, dirs: list[Path], where: str) -> str | None:
+    """What comes first of the exercise's folders in ``dirs`` and its files in them that does not exist."""
+    if not (exercise.parts or exercise.files):
+        return None  # not written yet: no folder to look for
+    root = reader.path.resolve().parent
+    for folder in dirs:
+        if not folder.is_dir():
+            slug = f"{where}.slug"
+            return str(
+                reader.fail(reader.nodes.get(slug), slug, f"{folder.relative_to(root)}/ does not exist")
+            )
+    for i, name in enumerate(exercise.files):
+        for folder in dirs:
+            if not (folder / name).is_file():
+                hint = " (run `grade stubs`)" if folder.parent.name == "exercises" else ""
+                rel = (folder / name).relative_to(root)
+                return str(
+                    reader.fail(
+                        reader.nodes.get(f"{where}.files"),
+                        f"{where}.files[{i}]",
+                        f"{rel} does not exist{hint}",
+                    )
+                )
+    return None

@@ -159,6 +159,7 @@ def _ranks(ranks: list[int]) -> str:
 
 def rank_results(replies: dict[int, Any]) -> list[RankResult]:
     """Turn decoded replies into ``RankResult``s, or raise the most telling rank's error."""
+    __tracebackhide__ = True
     failed = {rank: reply for rank, reply in replies.items() if not reply.get("ok")}
     if failed:
         raise failure(failed, len(replies))

@@ -50,6 +50,7 @@ class World:
         forbid: Iterable[str] = (),
     ) -> list[RankResult]:
         """On rank r, call the student's ``module.function(*args[r], **kwargs[r])``; results in rank order."""
+        __tracebackhide__ = True  # in pytest's report, a rank's failure points at the test's own line
         per_rank_kwargs = self._per_rank(kwargs or {})
         if len(args) != self.size:
             raise ValueError(f"args has {len(args)} entries for {self.size} ranks")
@@ -70,6 +71,7 @@ class World:
         self, program: str, *, inputs: Sequence[dict[str, Any]] | dict[str, Any], forbid: Iterable[str] = ()
     ) -> list[RankResult]:
         """On rank r, run the trusted rank program ``"module:function"`` with ``**inputs[r]``."""
+        __tracebackhide__ = True
         tasks = [
             {"kind": "run", "program": program, "inputs": i, "forbid": list(forbid)}
             for i in self._per_rank(inputs)
@@ -77,6 +79,7 @@ class World:
         return self._submit(tasks)
 
     def _submit(self, tasks: list[dict[str, Any]]) -> list[RankResult]:
+        __tracebackhide__ = True
         key = call_key(tasks[0], self.size)
         if key in self._hangs:
             raise SameCallHung(f"{NOT_RUN}{key[0]} {self._hangs[key]}; the same call would hang again")

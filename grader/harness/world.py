@@ -183,6 +183,7 @@ class LiveRanks:
 
     def submit(self, tasks: list[dict[str, Any]], timeout_s: float) -> list[RankResult]:
         """Run ``tasks[rank]`` on every rank; return each rank's result, or raise on timeout or crash."""
+        __tracebackhide__ = True
         assert len(tasks) == self.size and self.alive
         for rank, task in zip(self._ranks, tasks, strict=True):
             rank.tasks.send_bytes(wire.encode(task))

@@ -56,13 +56,15 @@ def run_checkpoint(
 ) -> CheckpointOutcome:
     """Grade the learner's folder for each gradable exercise of ``section``; record and return the outcome.
 
-    ``UsageError`` when the section has no checkpoint in course.yml. Each grading is an attempt in the
+    ``UsageError`` when the section has no checkpoint in course.yml, or an exercise of it cannot be used
+    (``Exercise.problem``): nothing is graded then. Each grading is an attempt in the
     progress store as well, as with ``grade exercise``.
     """
     if section.checkpoint is None:
         raise UsageError(f"section {section.number} ({section.title}) has no checkpoint in course.yml")
+    exercises = [e.usable() for e in section.exercises if e.parts]  # all whole, before any grading
     results = []
-    for exercise in (e for e in section.exercises if e.parts):
+    for exercise in exercises:
         on_exercise(exercise)
         results.append(
             grade_exercise(

@@ -27,13 +27,15 @@ def grade_exercise(
     solution: bool,
     device: str,
     part: str | None = None,
+    concept: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ExerciseResult:
     """Grade the student's folder, a submission (folder or zip) or, with ``solution``, the reference.
 
-    ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. Grading the student's own
-    folder remembers the result for ``grade list`` and adds an attempt to their progress store; a store
-    that fails adds a note to the result instead of failing the grade.
+    ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone, ``concept`` that concept
+    alone (a check, as GitHub Classroom's steps run it: not an attempt). Grading the student's own folder
+    remembers the result for ``grade list`` and adds an attempt to their progress store; a store that fails
+    adds a note to the result instead of failing the grade.
     """
     job = grade_job(
         course=course,
@@ -42,10 +44,11 @@ def grade_exercise(
         solution=solution,
         device=device,
         part=part,
+        concept=concept,
         on_progress=on_progress,
     )
     result = runner.run(job)
-    if not solution and submission is None:
+    if not solution and submission is None and concept is None:
         part_id = job.parts[0] if job.parts else None
         if part_id is None:
             _remember(course, result)

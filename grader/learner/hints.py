@@ -114,6 +114,20 @@ def hints_for(course: Course, exercise: Exercise) -> dict[str, list[Hint]]:
     return {name: ladders[name] for name in names if name in ladders}
 
 
+def hinted_part(asked: str | None, exercise: Exercise, parts: list[str]) -> str | None:
+    """The part a ``grade hint`` call means among ``parts`` (those with hints): the one ``asked`` for
+    ('ring_allreduce' or '02.ring_allreduce'), else the only one, else None (show the menu); ``UsageError``
+    naming the parts for one without hints."""
+    if asked is None:
+        return parts[0] if len(parts) == 1 else None
+    name = asked.removeprefix(f"{exercise.key}.")
+    if name not in parts:
+        raise UsageError(
+            f"exercise {exercise.key} has no hints for part {asked!r}; it has: {', '.join(parts)}"
+        )
+    return name
+
+
 def progress_key(exercise: Exercise, part: str) -> str:
     """How the progress store counts a ladder: by part id ('02.ring_allreduce')."""
     return f"{exercise.key}.{part}"

@@ -4,7 +4,8 @@ The file is ``progress.sqlite`` in ``$DISTGPU_STATE_DIR`` when that is set (test
 account), else in the platform's user-state folder (``platformdirs.user_state_dir("distgpu")``, e.g.
 ``~/.local/state/distgpu`` on Linux). Rows are keyed by the course's title, so two clones of one course share
 a learner's progress. Every failure of the store is a ``ProgressError``: callers on the grading path catch
-it, say so, and go on, because a broken state file must never cost a grade.
+it, say so, and go on, because a broken state file must never cost a grade; ``grade progress`` and ``grade
+hint``, which exist to read it, stop with one line and exit status 3 (an environment failure).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 
 
 class ProgressError(EnvironmentFailure):
-    """The progress store cannot be read or written; the message names the file."""
+    """The progress store cannot be read or written; the message names the file and what to do."""
 
 
 def state_dir() -> Path:
@@ -116,13 +117,19 @@ class ProgressStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=5)
         except (OSError, sqlite3.Error) as exc:
-            raise ProgressError(f"cannot open {self.path}: {exc}") from None
+            raise ProgressError(
+                f"cannot open {self.path}: {exc}; check that you may write to {self.path.parent}, or set "
+                f"{STATE_DIR_ENV} to a folder you may"
+            ) from None
         try:
             with db:
                 db.executescript(SCHEMA)
                 yield db
         except sqlite3.Error as exc:
-            raise ProgressError(f"{self.path}: {exc}") from None
+            raise ProgressError(
+                f"{self.path}: {exc}; if the file is damaged, move it aside and a new one starts (it holds "
+                "your attempts and hints, not your work)"
+            ) from None
         finally:
             db.close()
 

@@ -1,15 +1,33 @@
 """Runners execute one grading job and return its result; they know nothing about report formats.
 
-``job`` holds what every runner shares (``GradeJob``, ``Runner``, ``SuiteError``); ``local`` grades on this
-machine, ``docker`` in a container per job.
+``job`` holds what every runner shares (``GradeJob``, ``Runner``, ``SuiteError``, and the envelope a
+grading in a process of its own hands back); ``local`` grades on this machine, ``docker`` in a container per
+job; ``devices`` resolves ``--device``.
 """
 
 from __future__ import annotations
 
 from grader.core.errors import UsageError
-from grader.runners.job import GradeJob, Runner, SuiteError, grade_job, resolve_part
+from grader.runners.job import (
+    GradeJob,
+    Runner,
+    SuiteError,
+    grade_job,
+    graded_envelope,
+    opened_envelope,
+    resolve_part,
+)
 
-__all__ = ["GradeJob", "Runner", "SuiteError", "grade_job", "make_runner", "resolve_part"]
+__all__ = [
+    "GradeJob",
+    "Runner",
+    "SuiteError",
+    "grade_job",
+    "graded_envelope",
+    "make_runner",
+    "opened_envelope",
+    "resolve_part",
+]
 
 
 def make_runner(name: str, *, prewarm: bool = False, one_author: bool = False) -> Runner:

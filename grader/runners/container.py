@@ -28,7 +28,7 @@ from grader.core.course import load_course
 from grader.core.formats import to_gradescope, to_prairielearn
 from grader.core.submission import why_invalid
 from grader.harness.factory import RankFactory
-from grader.runners.job import GradeJob, SuiteError
+from grader.runners.job import GradeJob, SuiteError, graded_envelope, opened_envelope
 
 RANK_UID = 65534
 """nobody: owns no file in the image, and cannot enter the judge's folder."""
@@ -65,10 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         job = GradeJob(
             course=course, exercise=exercise, source=args.submission, label=args.label, device=args.device
         )
-        try:
-            payload: dict[str, Any] = {"result": runner.run(job).to_dict()}
-        except SuiteError as exc:
-            payload = {"suite_error": str(exc)}
+        payload = graded_envelope(runner, job)
     finally:
         if factory is not None:
             factory.close()  # the run closed it already, unless it failed before its first world
@@ -124,12 +121,13 @@ def _launched(folder: str, preload: tuple[str, ...]) -> RankFactory:
 
 
 def _write_platform_results(payload: dict[str, Any], platform: str, out: Path) -> int:
-    from grader.core.results import ExerciseResult
-
-    if "suite_error" in payload:
-        print(payload["suite_error"], file=sys.stderr)
+    try:
+        result = opened_envelope(payload)
+    except SuiteError as exc:
+        print(exc, file=sys.stderr)
         return 2
-    gradescope = to_gradescope(ExerciseResult.from_dict(payload["result"]))
+    assert result is not None  # graded_envelope made it
+    gradescope = to_gradescope(result)
     data = gradescope if platform == "gradescope" else to_prairielearn(gradescope)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data))

@@ -25,8 +25,9 @@ from typing import Any
 from grader import SOURCE_ROOT
 from grader.core.results import ExerciseResult, Status
 from grader.core.submission import stage
+from grader.runners.devices import resolve_device
 from grader.runners.images import docker_engine, image_tag
-from grader.runners.job import GradeJob, SuiteError
+from grader.runners.job import GradeJob, opened_envelope
 
 HANDOFF_PREFIX = "distgpu-handoff-"
 """Host folders a container reads its submission from: ``<prefix><owner pid>-<random>`` in the temp dir."""
@@ -75,7 +76,8 @@ class DockerRunner:
         started = time.perf_counter()
         warm = self._take_spare(job) or self._start(job)
         try:
-            notes = stage(job.source, job.exercise.files, warm.handoff / "submission").texts
+            staged = stage(job.source, job.exercise.files, warm.handoff / "submission")
+            notes = list(job.staging_notes) if job.staging_notes is not None else staged.texts
             (warm.handoff / "submission").chmod(0o755)
             (warm.handoff / "go").touch()
             if self.prewarm:
@@ -292,11 +294,9 @@ def _alive(pid: int) -> bool:
 
 
 def _device(job: GradeJob) -> str:
-    if job.device != "auto":
-        return job.device
-    return (
-        "cuda" if shutil.which("nvidia-smi") and any(p.device == "gpu" for p in job.exercise.parts) else "cpu"
-    )
+    """The container's device: the host's NVIDIA driver (its nvidia-smi) says whether GPUs can be given to
+    it; ``auto`` gives them only to an exercise with a GPU part."""
+    return resolve_device(job.device, gpus=1 if shutil.which("nvidia-smi") else 0, exercise=job.exercise)
 
 
 def _mounts(job: GradeJob, handoff: Path) -> list[Any]:
@@ -334,10 +334,8 @@ def _parse(output: str, state: dict[str, Any], job: GradeJob) -> ExerciseResult:
         payload = json.loads(line)
     except ValueError:
         payload = None
-    if isinstance(payload, dict) and "suite_error" in payload:
-        raise SuiteError(str(payload["suite_error"]))
-    if isinstance(payload, dict) and "result" in payload:
-        result = ExerciseResult.from_dict(payload["result"])
+    result = opened_envelope(payload)  # SuiteError (a ValueError too) must not become the container's verdict
+    if result is not None:
         return _mark_oom(result) if state.get("OOMKilled") else result
     if "deadline" in state:
         return _whole_exercise(

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from grader.core import rank_uids, sandbox
-from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult
 from grader.core.scoring import score_by_concept
 from grader.core.submission import stage
@@ -24,6 +23,7 @@ from grader.harness.plugin import GradingPlugin
 from grader.harness.pool import Pools
 from grader.harness.remote import allocation_nodes
 from grader.harness.world import WorldConfig
+from grader.runners.devices import gpu_count, resolve_device
 from grader.runners.job import GradeJob, SuiteError
 from grader.runners.preflight import RanksCannotRead, check_ranks_can_read
 
@@ -85,7 +85,8 @@ class LocalRunner:
         started = time.perf_counter()
         scratch = self._kept_scratch(job) if self.keep_factory else Path(tempfile.mkdtemp(prefix="distgpu-"))
         try:
-            notes = stage(job.source, job.exercise.files, scratch / "impl").texts
+            staged = stage(job.source, job.exercise.files, scratch / "impl")
+            notes = list(job.staging_notes) if job.staging_notes is not None else staged.texts
             plugin = self._grade(job, scratch)
         finally:
             if not self.keep_factory:
@@ -116,11 +117,12 @@ class LocalRunner:
             concepts=concepts,
         )
 
-    def _grade(self, job: GradeJob, scratch: Path) -> GradingPlugin:
-        suites = _suites(job)
-        if not suites:
-            raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
-        device, gpus = _resolve_device(job.device)
+    def open_worlds(self, job: GradeJob, scratch: Path) -> tuple[Pools, str, int]:
+        """The pools the worlds of ``job`` start from, with the device they use and the GPUs visible here;
+        the staged submission is in ``scratch/impl``. The caller closes the pools, then this runner.
+        ``UsageError`` for ``--device cuda`` without a GPU, ``SuiteError`` when ranks could not read it."""
+        gpus = gpu_count()
+        device = resolve_device(job.device, gpus=gpus)
         config = self._world_config(job, scratch, device)
         self._check_ranks_can_read(config)
         factory = self._take_factory(job, config, gpus)
@@ -131,6 +133,13 @@ class LocalRunner:
             factory=factory,
             keep_factory=self._kept is not None,
         )
+        return pools, device, gpus
+
+    def _grade(self, job: GradeJob, scratch: Path) -> GradingPlugin:
+        suites = _suites(job)
+        if not suites:
+            raise SuiteError(f"exercise {job.exercise.key} has neither test_public.py nor test_hidden.py")
+        pools, device, gpus = self.open_worlds(job, scratch)
         plugin = self._plugin(job, pools, device, gpus)
         try:
             with _outer_pytest_settings_ignored():
@@ -216,6 +225,7 @@ class LocalRunner:
             gpus=gpus,
             artifacts_dir=None if self.run_as_uid is not None else artifacts,
             only_parts=job.parts,
+            only_concept=job.concept,
             on_progress=job.on_progress,
             shuffle_seed=self.shuffle_seed,
         )
@@ -336,17 +346,6 @@ def _runs_ranks(job: GradeJob, gpus: int) -> bool:
     """Whether some part to grade can start a world here (a GPU part without GPUs is blocked, not run)."""
     parts = [p for p in job.exercise.parts if not job.parts or p.id in job.parts]
     return any(p.device == "cpu" or gpus for p in parts)
-
-
-def _resolve_device(requested: str) -> tuple[str, int]:
-    import torch
-
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if requested == "auto":
-        return ("cuda" if gpus else "cpu"), gpus
-    if requested == "cuda" and not gpus:
-        raise UsageError("--device cuda: no CUDA device is visible here")
-    return requested, gpus
 
 
 OUTER_PYTEST_SETTINGS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")

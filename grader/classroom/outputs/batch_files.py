@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grader.classroom.state.class_state import ClassState
 from grader.core.atomic import atomic_path, write_atomic
 from grader.core.formats import STYLES, to_gradescope
 from grader.core.results import ExerciseResult, Status
@@ -76,17 +77,22 @@ def histogram_figure(scores: list[float], max_score: float) -> Any:
     return figure
 
 
-def write_batch_outputs(records: list[Any], out: Path, max_score: float) -> None:
-    """grades.csv, results/<student>.json (Gradescope schema) and histogram.png in ``out``. Invalid uploads
-    are in the CSV and have a results.json, but stay out of the histogram."""
+def write_batch_outputs(klass: ClassState, out: Path) -> None:
+    """grades.csv, results/<student>.json (Gradescope schema) and histogram.png in ``out``, for the students
+    of ``klass`` with a record: a results.json of anyone else is removed. Invalid uploads are in the CSV and
+    have a results.json, but stay out of the histogram."""
 
-    rows = [(r.student, r.result, r.submitted) for r in records]
+    rows = [(r.student, r.result, r.submitted) for r in klass.records]
     (out / "results").mkdir(exist_ok=True)
     for student, result, _ in rows:
         write_atomic(out / "results" / f"{student}.json", json.dumps(to_gradescope(result), indent=1))
+    kept = {f"{student}.json" for student, _, _ in rows}
+    for stale in (out / "results").glob("*.json"):
+        if stale.name not in kept:
+            stale.unlink()
     write_atomic(out / "grades.csv", batch_csv(rows))
     graded = [r.score for _, r, _ in rows if r.verdict is not Status.INVALID]
-    histogram_png(graded, max_score, out / "histogram.png")
+    histogram_png(graded, klass.exercise.points, out / "histogram.png")
 
 
 def batch_summary(records: list[Any], console: Console) -> None:

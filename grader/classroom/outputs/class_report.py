@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
+from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import Record, RecordStore
 from grader.core.atomic import atomic_path, write_atomic
 from grader.core.errors import UsageError
@@ -54,9 +55,21 @@ def write_report(
     grades: Path, out: Path | None = None, *, deadline: datetime | None = None, anonymize: bool = False
 ) -> Path:
     """Read ``grades`` (a batch's folder: records/, reference/), write the report into ``out`` (default
-    ``grades/report``); return the class page's path. ``deadline``: what makes a submission late."""
-    out = out or grades / REPORT_DIR
+    ``grades/report``); return the class page's path. ``deadline``: what makes a submission late. (The
+    records as the last batch left them: a student it set aside is no longer in records/.)"""
     records = RecordStore(grades / "records", sweep=False).all()
+    return _write(records, grades, out or grades / REPORT_DIR, deadline=deadline, anonymize=anonymize)
+
+
+def write_class_report(klass: ClassState, grades: Path, *, deadline: datetime | None) -> Path:
+    """The report of a batch's class (``grades/report``), its records as the batch read them."""
+    return _write(klass.records, grades, grades / REPORT_DIR, deadline=deadline, anonymize=False)
+
+
+def _write(
+    records: list[Record], grades: Path, out: Path, *, deadline: datetime | None, anonymize: bool
+) -> Path:
+    """The class page and one page per student of ``records`` (a page of anyone else is removed)."""
     if not records:
         raise UsageError(f"{grades}/records holds no graded submission: nothing to report")
     reference = RecordStore(grades / "reference", sweep=False).get("reference")
@@ -67,9 +80,12 @@ def write_report(
         else {r.student: r.student for r in records}
     )
     (out / "students").mkdir(parents=True, exist_ok=True)
-    for record in analysis.records:
-        html = _student_page(record, analysis, name)
-        write_atomic(out / "students" / f"{slug(name[record.student])}.html", html)
+    pages = {f"{slug(name[record.student])}.html": record for record in analysis.records}
+    for page_name, record in pages.items():
+        write_atomic(out / "students" / page_name, _student_page(record, analysis, name))
+    for stale in (out / "students").glob("*.html"):
+        if stale.name not in pages:
+            stale.unlink()  # a student no longer in the class, or last shown under another name
     index = out / "index.html"
     write_atomic(index, _class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
     return index

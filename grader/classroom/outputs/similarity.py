@@ -89,16 +89,19 @@ class Similarity:
 
 
 def compare_class(
-    course: Course, exercise: Exercise, submissions: dict[str, Path], *, threshold: float = DEFAULT_THRESHOLD
+    course: Course,
+    exercise: Exercise,
+    texts: dict[str, dict[str, str]],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> Similarity:
-    """Compare every student's editable files with every other student's; ``submissions`` maps a student to
-    their folder or zip (read as grading reads it: only the exercise's files, no link followed)."""
+    """Compare every student's editable files with every other student's; ``texts`` maps a student to the
+    text of each of their staged files, by name (a batch's ``Member.texts``, or ``read_submissions``)."""
     if not 0 < threshold <= 1:
         raise UsageError(f"--threshold must be in (0, 1], got {threshold:g}")
     given = sorted(course.exercise_dir(exercise).glob("*.py"))
     boilerplate = _hashes(given)
-    texts = {student: _read(path, exercise.files) for student, path in sorted(submissions.items())}
-    texts = {student: files for student, files in texts.items() if files}
+    texts = {student: files for student, files in sorted(texts.items()) if files}
     prints = {
         student: {name: _fingerprint(name, text, boilerplate) for name, text in files.items()}
         for student, files in texts.items()
@@ -120,15 +123,18 @@ def compare_class(
     )
 
 
-def _read(source: Path, files: tuple[str, ...]) -> dict[str, str]:
-    """The exercise's files in ``source``, by name; those missing or refused are left out."""
+def read_submissions(exercise: Exercise, submissions: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """Each student's files as grading reads them (staged: only the exercise's files, no link followed), by
+    student and name; those missing or refused are left out. For ``grade similarity`` outside a batch: a
+    batch compares the files it staged already."""
+    texts = {}
     with tempfile.TemporaryDirectory(prefix="distgpu-similarity-") as folder:
-        stage(source, files, Path(folder))
-        return {
-            name: (Path(folder) / name).read_text(errors="replace")
-            for name in files
-            if (Path(folder) / name).is_file()
-        }
+        for student, source in submissions.items():
+            staged = stage(source, exercise.files, Path(folder) / student)
+            texts[student] = {
+                name: (Path(folder) / student / name).read_text(errors="replace") for name in staged.taken
+            }
+    return texts
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -31,8 +31,10 @@ from grader.classroom.outputs.similarity import (
     Pair,
     Similarity,
     compare_class,
+    read_submissions,
 )
 from grader.classroom.outputs.spreadsheet import text_cell
+from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import RecordStore
 from grader.core.atomic import write_atomic
 from grader.core.course import Course
@@ -83,10 +85,27 @@ def write_similarity(
     exercise = course.find(records[0].result.exercise)
     graded = {r.student for r in records if r.result.verdict is not Status.INVALID}
     found = {s.student: s.path for s in discover(folder) if s.student in graded}
-    similarity = compare_class(course, exercise, found, threshold=threshold)
+    similarity = compare_class(course, exercise, read_submissions(exercise, found), threshold=threshold)
     students = sorted(r.student for r in records)
     name = pseudonyms(grades, students) if anonymize else {s: s for s in students}
-    target = out or grades / REPORT_DIR
+    return _write(similarity, folder, out or grades / REPORT_DIR, name, threshold)
+
+
+def write_class_similarity(klass: ClassState, grades: Path, course: Course) -> Path:
+    """The similarity report of a batch's class (``grades/report``, the default threshold): the graded
+    members' files as the batch staged them, compared (no upload is staged again)."""
+    graded = [m for m in klass.members if m.record and m.record.result.verdict is not Status.INVALID]
+    texts = {m.student: m.texts() for m in graded}
+    similarity = compare_class(course, klass.exercise, texts, threshold=DEFAULT_THRESHOLD)
+    name = {s: s for s in klass.students}
+    return _write(similarity, klass.submissions, grades / REPORT_DIR, name, DEFAULT_THRESHOLD)
+
+
+def _write(
+    similarity: Similarity, folder: Path, target: Path, name: dict[str, str], threshold: float
+) -> Path:
+    """The report's pages in ``target``, and beside them the submissions folder and threshold it was made
+    with (``SETTINGS``)."""
     written = write_pages(similarity, target, name)
     settings = {"submissions": str(folder.resolve()), "threshold": threshold}
     write_atomic(target / SETTINGS, json.dumps(settings, indent=2) + "\n")

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from grader.classroom.batch import BatchPlan
-from grader.classroom.grade import batch_todo
-from grader.classroom.intake.discovery import discover
+from grader.classroom.grade import batch_todo, class_to_grade
 from grader.classroom.slurm import driver as slurm
 from grader.classroom.state.records import RecordStore
 from grader.core.course import Course, Exercise
+from grader.runners.devices import resolve_device
 
 
 def slurm_plan(
@@ -30,10 +31,9 @@ def slurm_plan(
     The pool runs course.yml's ``slurm:`` settings with ``partition``, ``account`` and ``qos`` on top (each
     None keeps course.yml's); ``sbatch_args`` override the scripts' ``#SBATCH`` lines; at most ``throttle``
     tasks run at once (None: no limit). ``device`` ``auto`` means ``cuda`` when a part of the exercise is a
-    GPU part."""
+    GPU part: the submit host's GPUs say nothing of the nodes'."""
     settings = slurm.merged_settings(course.slurm, partition=partition, account=account, qos=qos)
-    gpu_parts = any(p.device == "gpu" for p in exercise.parts)  # the submit host's GPUs say nothing here
-    device = ("cuda" if gpu_parts else "cpu") if device == "auto" else device
+    device = resolve_device(device, gpus=None, exercise=exercise)
     plan = BatchPlan(course=course, exercise=exercise, backend=settings.runner, device=device, workers=1)
     return plan, slurm.SlurmPool(settings, out, flags=sbatch_args, throttle=throttle)
 
@@ -42,7 +42,9 @@ def slurm_dry_run(
     *, plan: BatchPlan, pool: slurm.SlurmPool, submissions: Path, regrade: list[str], late: bool
 ) -> str:
     """The sbatch scripts and commands ``pool`` would submit for what in ``submissions`` needs grading (as
-    ``batch_grade`` would choose it); nothing is submitted and no record is touched."""
+    ``batch_grade`` would choose it); nothing is submitted and no record is touched (the uploads are staged
+    in a temporary folder, to key them)."""
     store = RecordStore(pool.out / "records", sweep=False)
-    todo = batch_todo(plan, discover(submissions), store, regrade=regrade, late=late)
-    return slurm.dry_run(plan, pool, todo)
+    with tempfile.TemporaryDirectory(prefix="distgpu-dry-run-") as staged:
+        klass = class_to_grade(plan, submissions, store, Path(staged))
+        return slurm.dry_run(plan, pool, batch_todo(klass, regrade=regrade, late=late))

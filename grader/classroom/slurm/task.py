@@ -24,7 +24,8 @@ def write_manifest(folder: Path, plan: BatchPlan, records: Path, slices: list[li
         [
             {
                 "student": g.submission.student,
-                "path": str(g.submission.path.resolve()),
+                "path": str(g.source.resolve()),
+                "notes": list(g.notes),
                 "key": g.key,
                 "submitted": g.submitted,
                 "files": g.files,
@@ -72,7 +73,8 @@ def run_task(manifest: Path, index: int) -> int:
         if record is not None and record.key == item["key"]:
             print(f"{item['student']}: graded before this task was requeued", flush=True)
             continue
-        result = grade_in_process(plan, Path(item["path"]), item["student"], None)
+        notes = tuple(item["notes"])  # "path" is the batch's staged copy of the upload: what staging said
+        result = grade_in_process(plan, Path(item["path"]), item["student"], None, notes)
         print(f"{item['student']}: {result.verdict} {result.score:g}/{result.max_score:g}", flush=True)
         if result.verdict is Status.ERROR:  # no grade: the driver reports it, the next run retries it
             error = Path(spec["errors"]) / f"{item['student']}.json"

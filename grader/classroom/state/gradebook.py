@@ -116,6 +116,18 @@ def record(
         gradebook.db.commit()
 
 
+def remove_submissions_except(gradebook: Any, exercise: Exercise, students: set[str]) -> list[str]:
+    """Remove ``exercise``'s submission of every student not in ``students`` (their other exercises stay);
+    return whom, in name order."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        held = [s.student.id for s in gradebook.assignment_submissions(exercise.dirname)]
+        gone = sorted(student for student in held if student not in students)
+        for student in gone:
+            gradebook.remove_submission(exercise.dirname, student)
+    return gone
+
+
 def _comment_text(result: ExerciseResult) -> str | None:
     """Why an upload was not graded, or the concepts a graded one lost (None with every concept earned)."""
     if result.verdict is Status.INVALID:

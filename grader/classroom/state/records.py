@@ -1,10 +1,13 @@
 """The batch's durable state: one JSON record per student, written atomically, keyed by what was graded.
 
-A record's key hashes the submission's staged files, the suite (references, hidden and public tests, rank
-programs, the exercise's course.yml entry, the grader's version) and the runner (the image id for Docker).
-A record with the current key is never graded again; any change to one of those makes it stale. A record
-names its student inside, and the reader compares that name with the file's: a record copied or renamed
-over another student's is not trusted, and a batch sets it aside and grades that student again.
+A record's key hashes what decides a grade, and nothing else: the submission's staged files and the staging
+verdict (valid, or invalid for which ``Reason``), the suite (references, hidden and public tests, rank
+programs, the exercise's course.yml entry), the runner (the image id for Docker) and ``SCORING_VERSION``.
+A record with the current key is never graded again; any change to one of those makes it stale. The wording
+of a note and the package's version are not in it: rewording a message or releasing the grader regrades
+no one. A record names its student inside, and the reader compares that name with the file's: a record
+copied or renamed over another student's is not trusted, and a batch sets it aside and grades that student
+again.
 """
 
 from __future__ import annotations
@@ -12,16 +15,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from grader.core.atomic import sweep_temporaries, write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult
-from grader.core.submission import file_hashes, stage
+from grader.core.submission import Staged
+
+SCORING_VERSION = 1
+"""Bump by hand, and say so in the changelog, when a change to the grader alters a grade that the same files,
+suite and runner would get (scoring, the harness's verdicts, staging's rules): every record then becomes stale
+and its submission is graded again. Changes that alter no grade leave it alone: a release alone regrades no
+one."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,7 @@ class Record:
 
 def suite_hash(course: Course, exercise: Exercise) -> str:
     """Everything on the course's side that decides a grade."""
-    digest = hashlib.sha256(f"{version('distgpu')}\n{exercise!r}\n".encode())
+    digest = hashlib.sha256(f"{exercise!r}\n".encode())
     folders = [course.solution_dir(exercise), course.exercise_dir(exercise)]
     for folder in folders:
         for path in sorted(folder.rglob("*.py")) if folder.is_dir() else []:
@@ -47,21 +54,19 @@ def suite_hash(course: Course, exercise: Exercise) -> str:
     return digest.hexdigest()
 
 
-def submission_key(source: Path, exercise: Exercise, suite: str, runner_id: str) -> str:
-    """Hash of the files grading would take from ``source``, plus the suite and the runner."""
-    return keyed_files(source, exercise, suite, runner_id)[0]
-
-
-def keyed_files(source: Path, exercise: Exercise, suite: str, runner_id: str) -> tuple[str, dict[str, str]]:
-    """(``submission_key``, sha256 of each file grading takes from ``source`` by name, or '<missing>')."""
-    digest = hashlib.sha256(f"{suite}\n{runner_id}\n".encode())
-    with tempfile.TemporaryDirectory(prefix="distgpu-key-") as folder:
-        notes = stage(source, exercise.files, Path(folder)).texts
-        files = file_hashes(Path(folder), exercise.files)
-    digest.update("\n".join(notes).encode())
-    for name, sha in files.items():
+def record_key(staged: Staged, files: dict[str, str], suite: str, runner_id: str) -> str:
+    """The key a submission's record is filed under: ``SCORING_VERSION``, the suite, the runner, the staging
+    verdict (its ``Reason`` code, never its text) and the sha256 of each file staged (``files``, by name)."""
+    verdict = staged.invalid.reason if staged.invalid else "valid"
+    digest = hashlib.sha256(f"{SCORING_VERSION}\n{suite}\n{runner_id}\n{verdict}\n".encode())
+    for name, sha in sorted(files.items()):
         digest.update(f"{name}\0{sha}\n".encode())
-    return digest.hexdigest(), files
+    return digest.hexdigest()
+
+
+def reference_key(suite: str, runner_id: str) -> str:
+    """The key the reference's graded result is cached under (``OUT/reference``)."""
+    return hashlib.sha256(f"{SCORING_VERSION}\n{suite}\n{runner_id}\n".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -77,9 +82,6 @@ class SetAside:
 class RecordStore:
     """``folder/<student>.json``; a write is a rename of a fully written file, so a kill loses nothing. A
     record names its student inside: one found under another student's name is not theirs."""
-
-    SET_ASIDE = "set-aside"
-    """The subfolder where ``set_aside_strays`` moves the files that are not what their name says."""
 
     def __init__(self, folder: Path, *, sweep: bool = True) -> None:
         """``sweep``: remove the partial writes that dead processes of this host left (a live writer's,
@@ -108,16 +110,17 @@ class RecordStore:
         records = (self.get(p.stem) for p in sorted(self.folder.glob("*.json")))
         return [r for r in records if r is not None]
 
-    def set_aside_strays(self) -> list[SetAside]:
-        """Move each file that is not the record its name promises into ``SET_ASIDE`` (never deleted: it
-        may be the only copy of something), so that its student is graded again; what was moved, and why."""
+    def set_aside_strays(self, aside: Path) -> list[SetAside]:
+        """Move each file that is not the record its name promises into ``aside``, as ``stray-<name>``
+        (never deleted: it may be the only copy of something), so that its student is graded again; what
+        was moved, and why."""
         moved = []
         for path in sorted(self.folder.glob("*.json")):
             reason = _checked(path)[1]
             if reason is None:
                 continue
-            target = _free_name(self.folder / self.SET_ASIDE / path.name)
-            target.parent.mkdir(exist_ok=True)
+            target = _free_name(aside / f"stray-{path.name}")
+            aside.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)
             moved.append(SetAside(path.name, reason, target))
         return moved

@@ -1,0 +1,134 @@
+"""The class of one batch, read once: its students, each upload staged once, the key each record is filed
+under, and the records.
+
+``grade batch`` builds a ``ClassState`` first (``read_class``); the choice of what to grade, the gradings,
+the gradebook, the batch files, the class report and the similarity report all read it. None of them lists
+the submissions folder, stages an upload or reads the records folder on its own: three readings of one
+folder would one day disagree (a student removed from the folder yet still in a report).
+
+In the batch's folder ``OUT``:
+- ``OUT/.staged/<student>/``: what staging took from each upload, and nothing else; the gradings read this
+  copy (``Member.folder``). It lives while the batch runs (on the shared folder, for Slurm's nodes).
+- ``OUT/records/<student>.json``: the class's records (``grader.classroom.state.records``).
+- ``OUT/set-aside/<student>.json``: the record of a student whose submission is gone, moved aside by
+  ``set_aside_absent`` and never deleted. Such a student is in none of the batch's outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.classroom.intake.discovery import Submission, discover
+from grader.classroom.state.records import Record, RecordStore, record_key
+from grader.core import submission as staging
+from grader.core.course import Exercise
+from grader.core.submission import Staged, file_hashes
+
+STAGED_DIR = ".staged"
+SET_ASIDE_DIR = "set-aside"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One student of the class: their upload as staged, and their record."""
+
+    submission: Submission
+    staged: Staged
+    folder: Path
+    """The staged copy of the upload: the exercise's files staging took, nothing else."""
+    files: dict[str, str]
+    """sha256 of each of the exercise's files in ``folder``, by name ('<missing>' for one not taken)."""
+    key: str
+    """What the record of this upload is filed under (``records.record_key``)."""
+    record: Record | None
+    """The student's record: the one filed before the batch (current or stale), then, once the batch has
+    graded the student, the new one. None for a student never graded."""
+
+    @property
+    def student(self) -> str:
+        return self.submission.student
+
+    @property
+    def current(self) -> bool:
+        """Whether the record was made from these very files, suite and runner: nothing to grade."""
+        return self.record is not None and self.record.key == self.key
+
+    def texts(self) -> dict[str, str]:
+        """The text of each staged file, by name (what the similarity report compares)."""
+        return {name: (self.folder / name).read_text(errors="replace") for name in self.staged.taken}
+
+
+@dataclass(frozen=True)
+class ClassState:
+    """Every student in the submissions folder, in name order, and who has a record but no submission."""
+
+    exercise: Exercise
+    submissions: Path
+    members: tuple[Member, ...]
+    absent: tuple[str, ...]
+    """Students with a record in ``OUT/records`` and no submission in the folder any more."""
+    stagings: int
+    """Uploads staged to build this class: one per member, never more (``grade batch`` says so)."""
+
+    @property
+    def students(self) -> list[str]:
+        return [m.student for m in self.members]
+
+    @property
+    def records(self) -> list[Record]:
+        """The members' records, in name order (a member never graded has none)."""
+        return [m.record for m in self.members if m.record is not None]
+
+    def member(self, student: str) -> Member:
+        return next(m for m in self.members if m.student == student)
+
+    def reread(self, store: RecordStore, students: Iterable[str]) -> ClassState:
+        """The class once ``students`` were graded: their records read again from ``store``, once each."""
+        again = set(students)
+        members = tuple(
+            dataclasses.replace(m, record=store.get(m.student)) if m.student in again else m
+            for m in self.members
+        )
+        return dataclasses.replace(self, members=members)
+
+
+def read_class(
+    *, exercise: Exercise, submissions: Path, store: RecordStore, staged: Path, suite: str, runner_id: str
+) -> ClassState:
+    """List ``submissions`` (``discover``), stage each upload once into ``staged/<student>`` (emptied
+    first), key it, and read the records in ``store`` once. Writes nothing but ``staged``."""
+    found = discover(submissions)
+    filed = {record.student: record for record in store.all()}
+    shutil.rmtree(staged, ignore_errors=True)
+    members = tuple(
+        _member(upload, exercise, staged / upload.student, filed.get(upload.student), suite, runner_id)
+        for upload in found
+    )
+    present = {m.student for m in members}
+    absent = tuple(sorted(student for student in filed if student not in present))
+    return ClassState(exercise, submissions, members, absent, stagings=len(members))
+
+
+def _member(
+    upload: Submission, exercise: Exercise, folder: Path, record: Record | None, suite: str, runner_id: str
+) -> Member:
+    staged = staging.stage(upload.path, exercise.files, folder)
+    files = file_hashes(folder, exercise.files)
+    return Member(upload, staged, folder, files, record_key(staged, files, suite, runner_id), record)
+
+
+def set_aside_absent(klass: ClassState, store: RecordStore, out: Path) -> list[str]:
+    """Move the record of each student of ``klass.absent`` from ``store`` to ``out/set-aside`` (a rename:
+    kept whole, never deleted); return whom. A record set aside earlier for the same student is replaced."""
+    if not klass.absent:
+        return []
+    aside = out / SET_ASIDE_DIR
+    aside.mkdir(exist_ok=True)
+    for student in klass.absent:
+        os.replace(store.folder / f"{student}.json", aside / f"{student}.json")
+    return list(klass.absent)
