@@ -128,11 +128,11 @@ def test_a_record_copied_over_another_students_is_set_aside_and_not_trusted(
 
     assert store.get("s03") is None  # s01's grade is not s03's
     assert [r.student for r in store.all()] == ["s01", "s02"]  # s01 once, never twice
-    [stray] = store.set_aside_strays()
+    [stray] = store.set_aside_strays(tmp_path / "set-aside")
     assert (stray.name, stray.reason) == ("s03.json", "it holds the record of 's01', not of 's03'")
-    assert stray.moved_to == tmp_path / "records" / "set-aside" / "s03.json"
+    assert stray.moved_to == tmp_path / "set-aside" / "stray-s03.json"
     assert json.loads(stray.moved_to.read_text())["student"] == "s01"  # kept, never deleted
-    assert store.set_aside_strays() == []
+    assert store.set_aside_strays(tmp_path / "set-aside") == []
 
 
 def test_truncated_and_garbage_records_are_set_aside_with_their_reason(
@@ -146,7 +146,7 @@ def test_truncated_and_garbage_records_are_set_aside_with_their_reason(
     (tmp_path / "records" / "s03.json").write_bytes(b"\x00\xff garbage")
     (tmp_path / "records" / "s04.json").write_text('{"student": "s04"}')
 
-    moved = {s.name: s.reason for s in store.set_aside_strays()}
+    moved = {s.name: s.reason for s in store.set_aside_strays(tmp_path / "set-aside")}
     assert sorted(moved) == ["s02.json", "s03.json", "s04.json"]
     assert moved["s04.json"] == "not a readable record (KeyError: 'key')"
     assert all(r.startswith("not a readable record (") for r in moved.values())
