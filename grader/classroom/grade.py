@@ -83,7 +83,7 @@ def batch_grade(
     pool = pool or LocalPool()
     store = RecordStore(out / "records")
     strays = store.set_aside_strays(out / SET_ASIDE_DIR)
-    _mark_started(plan, gradebook_url, out)
+    _check_gradebook(plan, gradebook_url)
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
     klass = read_class(
         exercise=plan.exercise,
@@ -99,6 +99,7 @@ def batch_grade(
             random.Random(shuffle).shuffle(todo)
         set_aside = set_aside_absent(klass, store, out)
         reference = _graded_reference(plan, out, pool, reference_key(suite, runner_id))
+        _mark_started(plan, gradebook_url, out)
         on_start(len(todo))
         pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
         klass = klass.reread(store, (p.submission.student for p in todo))
@@ -201,10 +202,17 @@ def _runner_id(backend: str) -> str:
     return str(docker_engine().images.get(image_tag("cpu")).id)
 
 
+def _check_gradebook(plan: BatchPlan, url: str) -> None:
+    """Open and check the gradebook: a corrupt one stops the batch before anything is staged or graded."""
+    with open_gradebook(url, course_id=plan.course.title, check=True):
+        pass
+
+
 def _mark_started(plan: BatchPlan, url: str, out: Path) -> None:
-    """Check the gradebook (a corrupt one stops the batch before anything is graded) and mark the
-    exercise's batch started: an export refuses the gradebook until ``_write_gradebook`` marks it finished."""
-    with open_gradebook(url, course_id=plan.course.title, check=True) as gradebook:
+    """Mark the exercise's batch started, as its gradings begin: an export refuses the gradebook until
+    ``_write_gradebook`` marks it finished. (A batch that stops before, on a usage error or a suite that
+    fails its reference, changed nothing and leaves the last finished batch's mark.)"""
+    with open_gradebook(url, course_id=plan.course.title) as gradebook:
         mark_started(gradebook, plan.exercise.dirname, out)
 
 
