@@ -132,6 +132,7 @@ def test_flags_are_frozen() -> None:
             "--regrade",
             "--sbatch-arg",
             "--shuffle",
+            "--wait",
             "--workers",
             "-h",
         ],
