@@ -77,7 +77,8 @@ def csv_text(rows: Iterable[Sequence[str]]) -> str:
 
 
 def write_csv(path: Path, rows: Iterable[Sequence[str]]) -> None:
-    """Write ``rows`` to ``path`` atomically: a crash or a full disk leaves the old file or the new one."""
+    """Write ``rows`` to ``path`` atomically (``grader.core.atomic``): a crash or a full disk leaves the old
+    file or the new one; ``EnvironmentFailure`` naming ``path`` when the machine refuses the write."""
     write_atomic(path, csv_text(rows))
 
 
