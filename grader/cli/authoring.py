@@ -20,6 +20,7 @@ from rich.table import Table
 from grader.authoring.check import check_exercise
 from grader.authoring.stubs import write_stubs
 from grader.cli.common import Subcommands, add_run_options, labelled
+from grader.core.atomic import write_atomic
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
@@ -107,7 +108,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
         + (f"; not: {', '.join(bad)}" if bad else "")
     )
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        write_atomic(args.json, json.dumps(rows, indent=1) + "\n")
     return ExitCode.NOT_FULL_MARKS if bad else ExitCode.OK
 
 

@@ -47,6 +47,12 @@ def add_batch(commands: Subcommands) -> None:
         help="grade the submissions in an order shuffled by SEED (default: by name); grades must not change",
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
+    batch.add_argument("--no-diagram", action="store_true", help="no space-time diagrams in the report")
+    batch.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another batch is grading into the same --out, start when it has finished (default: stop)",
+    )
     batch.add_argument(
         "--allow-unsandboxed",
         action="store_true",
@@ -129,16 +135,20 @@ def _grade_batch(
     console: Console,
     pool: SlurmPool | None = None,
 ) -> None:
-    """``batch_grade`` under a progress bar (which also shows the Slurm queue), then the batch's report and
-    its warning, if any."""
+    """``batch_grade`` under a progress bar (which also shows the Slurm queue), holding ``out``'s batch lock
+    (``--wait``: queue behind the run that holds it), then the batch's report and its warning, if any."""
     from grader.classroom.grade import batch_grade
     from grader.classroom.state.gradebook import default_url
+    from grader.classroom.state.lock import batch_lock
     from grader.cli.views import BatchProgressView, batch_report
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     progress = BatchProgressView(console)
     if pool is not None:
         pool.on_queue = progress.note
-    with progress:
+    with batch_lock(out, wait=args.wait, on_wait=say), progress:
         outcome = batch_grade(
             plan=plan,
             submissions=args.submissions,
@@ -150,6 +160,7 @@ def _grade_batch(
             on_result=progress.advance,
             pool=pool,
             shuffle=args.shuffle,
+            diagrams=not args.no_diagram,
         )
     batch_report(outcome, console)
     if outcome.warning:
@@ -204,7 +215,9 @@ with why; exit status 1 when a graded student is not in the roster (their grade 
 
 
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.classroom.state.gradebook import default_url, export_csv, open_gradebook
+    from grader.classroom.export import read_gradebook
+    from grader.classroom.state.gradebook import default_url
+    from grader.core.atomic import write_atomic
 
     lms = args.canvas or args.moodle or args.moodle_gradebook
     if not (args.csv or lms):
@@ -217,16 +230,14 @@ def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> in
         raise UsageError("--moodle needs --exercise: a grading worksheet is one assignment's")
     if args.column and not (args.canvas and args.exercise):
         raise UsageError("--column names the Canvas column of one exercise: give --canvas and --exercise")
-    with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
-        if args.csv:
-            export_csv(gradebook, args.csv)
-            console.print(f"wrote {args.csv}", markup=False, highlight=False)
-        if not lms:
-            return ExitCode.OK
-        from grader.classroom.outputs.lms import read_grades
-
-        grades = read_grades(gradebook, course)
-    return _export_lms(args, course, grades, console)
+    url = args.gradebook or default_url(course)
+    contents = read_gradebook(url, course, nbgrader_csv=bool(args.csv), grades=bool(lms))
+    if contents.nbgrader_csv is not None:
+        write_atomic(args.csv, contents.nbgrader_csv)
+        console.print(f"wrote {args.csv}", markup=False, highlight=False)
+    if contents.grades is None:
+        return ExitCode.OK
+    return _export_lms(args, course, contents.grades, console)
 
 
 def _export_lms(args: argparse.Namespace, course: Course, grades: Grades, console: Console) -> int:
@@ -265,6 +276,7 @@ def add_report(commands: Subcommands) -> None:
     class_report.add_argument("grades", type=Path, help="a batch's folder (grades/NN_slug)")
     class_report.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     class_report.add_argument("--anonymize", action="store_true", help="stable pseudonyms for student ids")
+    class_report.add_argument("--no-diagram", action="store_true", help="no space-time diagrams")
     class_report.set_defaults(handler=cmd_report)
 
 
@@ -278,7 +290,9 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
     _check_batch_folder(args.grades)
     deadline = batch_deadline(course, args.grades)
     refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
-    index = write_report(args.grades, args.html, deadline=deadline, anonymize=args.anonymize)
+    index = write_report(
+        args.grades, args.html, deadline=deadline, anonymize=args.anonymize, diagrams=not args.no_diagram
+    )
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
     return ExitCode.OK
 

@@ -61,6 +61,14 @@ class BatchProgressView:
 
 def batch_report(outcome: BatchOutcome, console: Console) -> None:
     """The batch's verdicts, how many of its submissions this run graded, and where its reports are."""
+    for stray in outcome.strays:
+        console.print(
+            f"set aside records/{stray.name}: {stray.reason}; moved to {stray.moved_to}, graded again",
+            style="bold yellow",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     batch_summary(outcome.records, console)
     this_run = set(outcome.graded)
     invalid = sum(r.result.verdict is Status.INVALID for r in outcome.records if r.student in this_run)

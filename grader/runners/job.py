@@ -33,6 +33,9 @@ class GradeJob:
     """Grade only this concept's tests (of the one part in ``parts``); the local runner only."""
     on_progress: Callable[[int, int], None] | None = None
     """Called with (tests finished, tests in all) as tests end; the local runner only."""
+    trace: bool = False
+    """Keep the space-time timeline of every multi-rank test, passed ones too, whole (``--trace``); the
+    local runner only."""
     staging_notes: tuple[str, ...] | None = None
     """What staging said of the upload, when the caller staged it already (``grade batch`` stages each upload
     once): ``source`` is then that staged copy, and these notes replace what copying it would say (the copy
@@ -49,11 +52,12 @@ def grade_job(
     part: str | None = None,
     concept: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    trace: bool = False,
 ) -> GradeJob:
     """The job that grades the student's folder, a submission (folder or zip) or, with ``solution``, the
     reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone, ``concept`` that
-    concept of it alone (its part found when ``part`` is None). ``UsageError`` for an exercise without
-    graded parts, an unknown part or concept."""
+    concept of it alone (its part found when ``part`` is None); ``trace`` keeps every multi-rank test's
+    timeline. ``UsageError`` for an exercise without graded parts, an unknown part or concept."""
     if not exercise.parts:
         raise UsageError(f"exercise {exercise.key} ({exercise.slug}) has no graded parts yet")
     part_id = resolve_part(exercise, part) if part is not None else None
@@ -75,6 +79,7 @@ def grade_job(
         parts=(part_id,) if part_id else (),
         concept=concept,
         on_progress=on_progress,
+        trace=trace,
     )
 
 

@@ -32,9 +32,10 @@ from grader.classroom.outputs.similarity_pages import (
 )
 from grader.classroom.outputs.similarity_pair import Pair
 from grader.classroom.outputs.similarity_sources import SourceKind, read_submissions
-from grader.classroom.outputs.spreadsheet import text_cell, write_atomically, write_csv
+from grader.classroom.outputs.spreadsheet import text_cell, write_csv
 from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import RecordStore
+from grader.core.atomic import write_atomic
 from grader.core.course import Course
 from grader.core.errors import UsageError
 from grader.core.results import Status
@@ -123,7 +124,7 @@ def write_class_similarity(klass: ClassState, grades: Path, course: Course) -> P
 def _report(similarity: Similarity, target: Path, name: dict[str, str], settings: Settings) -> Path:
     """The report's pages in ``target``, and beside them what it was made with (``SETTINGS``)."""
     written = write_pages(similarity, target, name)
-    write_atomically(target / SETTINGS, settings.to_json())
+    write_atomic(target / SETTINGS, settings.to_json())
     return written
 
 
@@ -179,7 +180,7 @@ def _settings(out: Path) -> Settings | None:
 
 def record_submissions(grades: Path, submissions: Path) -> None:
     """Remember, in the batch's folder, where its submissions are."""
-    write_atomically(grades / SUBMISSIONS_FILE, f"{submissions.resolve()}\n")
+    write_atomic(grades / SUBMISSIONS_FILE, f"{submissions.resolve()}\n")
 
 
 def recorded_submissions(grades: Path) -> Path | None:
@@ -196,13 +197,11 @@ def write_pages(similarity: Similarity, out: Path, name: dict[str, str]) -> Path
         old.unlink()  # a pair flagged last time but not now must not keep its page
     shown = code_shown(name)
     for pair in flagged:
-        write_atomically(
-            out / PAIRS_DIR / pair_page_name(pair, name), pair_page(pair, similarity, name, shown)
-        )
+        write_atomic(out / PAIRS_DIR / pair_page_name(pair, name), pair_page(pair, similarity, name, shown))
     write_csv(out / CSV, _pairs_csv(flagged, similarity, name))
     write_csv(out / CLUSTERS_CSV, _clusters_csv(similarity.clusters, similarity, name))
     written = out / SIMILARITY_PAGE
-    write_atomically(written, class_page(similarity, name))
+    write_atomic(written, class_page(similarity, name))
     return written
 
 
