@@ -208,7 +208,10 @@ def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixt
         (["batch", "{tmp}/subs", "--workers", "-3"], "--workers must be at least 1, got -3"),
         (["batch", "{tmp}/subs", "--regrade", "zoe"], "--regrade: no submission for zoe in"),
         (["exercise", "toy", "--submission", "{tmp}/nowhere.zip"], "nowhere.zip does not exist"),
-        (["exercise", "toy", "--submission", "{tmp}/notes.txt"], "cannot be graded: not a folder or a zip"),
+        (
+            ["exercise", "toy", "--submission", "{tmp}/notes.txt"],
+            "cannot be graded: not a folder, a zip or tar archive",
+        ),
         (
             ["exercise", "toy", "--submission", "{tmp}/subs/b.zip"],
             "the archive is corrupt (not a zip file)",
