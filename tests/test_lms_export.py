@@ -22,6 +22,7 @@ from grader.classroom.outputs.rosters import match_students, read_canvas_export,
 from grader.classroom.outputs.spreadsheet import decimal_cell, parse_decimal, write_csv
 from grader.classroom.state.gradebook import open_gradebook, record
 from grader.core.course import Course, Exercise
+from grader.core.errors import EnvironmentFailure
 from grader.core.results import ExerciseResult, Status, TestResult
 from tests.lms_importers import (
     WORKSHEET_TIME,
@@ -518,7 +519,7 @@ def test_numbers_are_plain_two_place_decimals_and_files_are_replaced_whole(
     def full_disk(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("grader.classroom.outputs.spreadsheet.os.replace", full_disk)
-    with pytest.raises(OSError, match="No space left"):
+    monkeypatch.setattr("grader.core.atomic.os.replace", full_disk)  # the one atomic writer
+    with pytest.raises(EnvironmentFailure, match=f"^{path}: No space left"):
         write_csv(path, [["new"]])
     assert path.read_bytes() == b"a,b\r\n1,2\r\n" and [p.name for p in tmp_path.iterdir()] == ["grades.csv"]
