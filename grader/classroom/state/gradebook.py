@@ -15,7 +15,7 @@ import io
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -89,16 +89,13 @@ def record(
         gradebook.db.commit()
 
 
-def remove_submissions_except(gradebook: Any, exercise: Exercise, students: set[str]) -> list[str]:
-    """Remove ``exercise``'s submission of every student not in ``students`` (their other exercises stay);
-    return whom, in name order."""
+def remove_submissions(gradebook: Any, exercise: Exercise, students: Iterable[str]) -> None:
+    """Remove ``exercise``'s submission of each of ``students`` that has one (their other exercises stay)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        held = [s.student.id for s in gradebook.assignment_submissions(exercise.dirname)]
-        gone = sorted(student for student in held if student not in students)
-        for student in gone:
+        held = {s.student.id for s in gradebook.assignment_submissions(exercise.dirname)}
+        for student in sorted(held.intersection(students)):
             gradebook.remove_submission(exercise.dirname, student)
-    return gone
 
 
 def _comment_text(result: ExerciseResult) -> str | None:
