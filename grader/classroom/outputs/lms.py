@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.classroom.outputs.spreadsheet import text_cell
-from grader.classroom.state.gradebook import COMMENT_CELL
+from grader.classroom.state.gradebook import COMMENT_CELL, is_invalid_comment
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
 
@@ -67,8 +67,6 @@ ROSTER = {
 """The roster's columns; only ``student`` is required, but each row needs one of the LMS's ids."""
 CANVAS_IDS = ("canvas_id", "sis_user_id", "sis_login_id")
 MOODLE_IDS = {"idnumber": "ID number", "email": "Email address", "username": "Username"}
-INVALID_PREFIX = "not graded:"
-"""How the gradebook's comment marks an invalid upload (``grader.classroom.state.gradebook``)."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +157,7 @@ def _invalid(gradebook: Any, exercise: Exercise, student: str) -> bool:
         comment = gradebook.find_comment(COMMENT_CELL, exercise.slug, exercise.dirname, student)
     except MissingEntry:
         return False
-    return (comment.auto_comment or "").startswith(INVALID_PREFIX)
+    return is_invalid_comment(comment.auto_comment)
 
 
 # ---------------------------------------------------------------------------------------------------------

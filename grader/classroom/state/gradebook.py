@@ -25,6 +25,9 @@ from grader.core.results import ExerciseResult, Status, TestResult
 
 COMMENT_CELL = "submission"
 """The solution cell whose comment says why an upload was not graded."""
+INVALID_MARK = "not graded: "
+"""How that comment begins for an invalid upload, and only then: nbgrader's gradebook has no field of its own
+for a verdict, so this mark is the gradebook's record of one (``is_invalid_comment`` reads it back)."""
 SCORE_COLUMNS = ("raw_score", "late_submission_penalty", "score", "max_score")
 DECIMALS = 6
 """Scores are sums of per-test shares (2/3 of a point...): the CSV rounds them as results.json does."""
@@ -101,13 +104,18 @@ def remove_submissions(gradebook: Any, exercise: Exercise, students: Iterable[st
 def _comment_text(result: ExerciseResult) -> str | None:
     """Why an upload was not graded, or the concepts a graded one lost (None with every concept earned)."""
     if result.verdict is Status.INVALID:
-        return "not graded: " + (result.notes[0] if result.notes else "invalid upload")
+        return INVALID_MARK + (result.notes[0] if result.notes else "invalid upload")
     lost = [
         f"{c.part}: {c.name} (0/{c.max_score:g}, {c.tests - c.passed} of {c.tests} tests not passed)"
         for c in result.concepts
         if not c.earned
     ]
     return "concepts lost: " + "; ".join(lost) if lost else None
+
+
+def is_invalid_comment(comment: str | None) -> bool:
+    """Whether a ``submission`` cell's comment records an invalid upload (``INVALID_MARK``)."""
+    return (comment or "").startswith(INVALID_MARK)
 
 
 def _comment(gradebook: Any, notebook: str, assignment: str, student: str) -> Any:
