@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -85,12 +86,15 @@ def test_flags_are_frozen() -> None:
         "list": ["--help", "-h"],
         "exercise": [
             "--backend",
+            "--concept",
             "--device",
             "--help",
             "--json",
             "--junit",
+            "--no-diagram",
             "--solution",
             "--submission",
+            "--trace",
             "--watch",
             "-h",
             "-k",
@@ -121,18 +125,42 @@ def test_flags_are_frozen() -> None:
             "--gradebook",
             "--help",
             "--late",
+            "--no-diagram",
             "--out",
             "--partition",
             "--qos",
             "--regrade",
             "--sbatch-arg",
             "--shuffle",
+            "--wait",
             "--workers",
             "-h",
         ],
-        "export": ["--canvas", "--csv", "--gradebook", "--help", "--moodle", "--roster", "-h"],
-        "report": ["--anonymize", "--help", "--html", "-h"],
-        "similarity": ["--anonymize", "--help", "--html", "--submissions", "--threshold", "-h"],
+        "export": [
+            "--canvas",
+            "--column",
+            "--csv",
+            "--exercise",
+            "--gradebook",
+            "--help",
+            "--match",
+            "--missing",
+            "--moodle",
+            "--moodle-gradebook",
+            "--roster",
+            "-h",
+        ],
+        "report": ["--anonymize", "--help", "--html", "--no-diagram", "-h"],
+        "similarity": [
+            "--against",
+            "--anonymize",
+            "--common-min",
+            "--help",
+            "--html",
+            "--submissions",
+            "--threshold",
+            "-h",
+        ],
         "release": ["--help", "-h"],
         "gradescope": ["--help", "-h"],
         "prairielearn": ["--help", "-h"],
@@ -180,7 +208,10 @@ def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixt
         (["batch", "{tmp}/subs", "--workers", "-3"], "--workers must be at least 1, got -3"),
         (["batch", "{tmp}/subs", "--regrade", "zoe"], "--regrade: no submission for zoe in"),
         (["exercise", "toy", "--submission", "{tmp}/nowhere.zip"], "nowhere.zip does not exist"),
-        (["exercise", "toy", "--submission", "{tmp}/notes.txt"], "cannot be graded: not a folder or a zip"),
+        (
+            ["exercise", "toy", "--submission", "{tmp}/notes.txt"],
+            "cannot be graded: not a folder, a zip or tar archive",
+        ),
         (
             ["exercise", "toy", "--submission", "{tmp}/subs/b.zip"],
             "the archive is corrupt (not a zip file)",
@@ -280,3 +311,15 @@ def test_setup_keeps_one_stamp_that_serves_every_extras_combination(tmp_path: Pa
     assert not setup("") and setup("instructor")
     stamp.unlink()
     assert setup("")
+
+
+def test_version_names_the_grader_and_the_course(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["--course", FIXTURE, "--version"])
+    assert ended.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"grade (distgpu) {importlib.metadata.version('distgpu')}"
+    assert lines[1] == f"course: Fixture course, version not given ({FIXTURE})"
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])  # the course found upwards: the repository's, which gives its version
+    assert "course: Distributed GPU Systems, version 1.0 (" in capsys.readouterr().out

@@ -19,7 +19,10 @@ def test_zip_with_a_top_folder_is_accepted_and_traversal_ignored(tmp_path: Path)
         zf.writestr("alice/conftest.py", "evil\n")
         zf.writestr("a/b/toy.py", "too deep\n")
     notes = stage(archive, ("toy.py",), tmp_path / "impl").texts
-    assert notes == ["refused '../toy.py': the path escapes the submission"]
+    assert notes == [
+        "refused '../toy.py': the path escapes the submission",
+        "not taken (the exercise takes toy.py only): alice/conftest.py, a/b/toy.py",
+    ]
     assert sorted(p.name for p in (tmp_path / "impl").iterdir()) == ["toy.py"]
     assert (tmp_path / "impl" / "toy.py").read_text() == "x = 1\n"
 
@@ -31,8 +34,9 @@ def test_folder_symlinks_and_other_files_are_not_taken(tmp_path: Path) -> None:
     (tmp_path / "sub" / "pytest.ini").write_text("[pytest]\naddopts = -p evil\n")
     notes = stage(tmp_path / "sub", ("toy.py",), tmp_path / "impl").texts
     assert notes == [
-        "toy.py is a symbolic link: links are not allowed, so it was not taken",
+        "toy.py is a symbolic link: symbolic links are not allowed, so it was not taken",
         "the submission has no toy.py",
+        "not taken (the exercise takes toy.py only): pytest.ini",
     ]
     assert list((tmp_path / "impl").iterdir()) == []
 
@@ -41,7 +45,8 @@ def test_not_a_zip_is_a_note_not_a_crash(tmp_path: Path) -> None:
     bogus = tmp_path / "alice.zip"
     bogus.write_bytes(b"PK\x03\x04 not really")
     assert stage(bogus, ("toy.py",), tmp_path / "impl").texts == [
-        f"{bogus} is neither a folder nor a zip archive: nothing was graded"
+        "the archive is corrupt (not a zip file): nothing was graded",
+        "the submission has no toy.py",
     ]
 
 
@@ -73,7 +78,7 @@ def test_traversal_absolute_paths_and_links_are_refused_with_a_reason(tmp_path: 
         "refused '/toy.py': the path escapes the submission",
         "refused 'mallory/../../toy.py': the path escapes the submission",
         "refused 'C:/toy.py': the path escapes the submission",
-        "refused 'toy.py': symbolic links are not allowed",
+        "toy.py is a symbolic link: symbolic links are not allowed, so it was not taken",
         "the submission has no toy.py",
     ]
     assert staged(tmp_path / "out") == {}
@@ -99,7 +104,7 @@ def test_zip_bombs_are_refused_before_they_are_inflated(tmp_path: Path) -> None:
     bomb = zipped(tmp_path / "bomb.zip", {"toy.py": b"\0" * (64 << 20)})  # 64 MiB of zeros: ~64 KiB zipped
     assert bomb.stat().st_size < 1 << 20
     assert stage(bomb, ("toy.py",), tmp_path / "a").texts == [
-        "refused 'toy.py': larger than 1 MiB",
+        "toy.py is larger than 1 MiB, so it was not taken",
         "the submission has no toy.py",
     ]
     # A header that lies about the size: the reader stops at the cap, whatever the header says.
@@ -123,13 +128,17 @@ def test_wrong_and_non_utf8_names_are_not_taken_and_the_note_says_what_was_found
     (folder / "Toy.py").write_text("x = 1\n")
     Path(folder.as_posix().encode().decode() + "/t\udcf6y.py").write_text("x\n")  # b"t\xf6y.py": not UTF-8
     assert stage(folder, ("toy.py",), tmp_path / "impl").texts == [
-        "the submission has no toy.py (found Toy.py: names are case-sensitive)"
+        "the submission has no toy.py (found Toy.py: names are case-sensitive)",
+        "not taken (the exercise takes toy.py only): Toy.py, t\udcf6y.py",
     ]
     archive = tmp_path / "carol.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr(zipfile.ZipInfo("carol/t\x94y.py"), b"x\n")  # cp437 bytes, no UTF-8 flag
         zf.writestr("carol/toy.py.txt", b"x\n")
-    assert stage(archive, ("toy.py",), tmp_path / "impl2").texts == ["the submission has no toy.py"]
+    assert stage(archive, ("toy.py",), tmp_path / "impl2").texts == [
+        "the submission has no toy.py",
+        "not taken (the exercise takes toy.py only): carol/t\x94y.py, carol/toy.py.txt",
+    ]
 
 
 def uploads(tmp_path: Path) -> dict[str, Path]:
@@ -174,7 +183,7 @@ def test_the_verdict_comes_from_reason_codes_not_from_the_words(
         "corrupt": (Reason.CORRUPT, ()),
         "traversal": (Reason.TRAVERSAL, ("toy.py",)),
         "readme": (Reason.NO_EXERCISE_FILE, ()),
-        "bomb": (Reason.MEMBER_REFUSED, ()),
+        "bomb": (Reason.FILE_TOO_LARGE, ()),
     }
     reworded = submission.Note
     monkeypatch.setattr(submission, "Note", lambda reason, text: reworded(reason, f"[{reason}] {text[::-1]}"))

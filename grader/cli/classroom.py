@@ -19,6 +19,7 @@ from grader.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
+    from grader.classroom.outputs.lms import Grades
     from grader.classroom.slurm.driver import SlurmPool
 
 
@@ -46,6 +47,12 @@ def add_batch(commands: Subcommands) -> None:
         help="grade the submissions in an order shuffled by SEED (default: by name); grades must not change",
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
+    batch.add_argument("--no-diagram", action="store_true", help="no space-time diagrams in the report")
+    batch.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another batch is grading into the same --out, start when it has finished (default: stop)",
+    )
     batch.add_argument(
         "--allow-unsandboxed",
         action="store_true",
@@ -128,16 +135,20 @@ def _grade_batch(
     console: Console,
     pool: SlurmPool | None = None,
 ) -> None:
-    """``batch_grade`` under a progress bar (which also shows the Slurm queue), then the batch's report and
-    its warning, if any."""
+    """``batch_grade`` under a progress bar (which also shows the Slurm queue), holding ``out``'s batch lock
+    (``--wait``: queue behind the run that holds it), then the batch's report and its warning, if any."""
     from grader.classroom.grade import batch_grade
     from grader.classroom.state.gradebook import default_url
+    from grader.classroom.state.lock import batch_lock
     from grader.cli.views import BatchProgressView, batch_report
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     progress = BatchProgressView(console)
     if pool is not None:
         pool.on_queue = progress.note
-    with progress:
+    with batch_lock(out, wait=args.wait, on_wait=say), progress:
         outcome = batch_grade(
             plan=plan,
             submissions=args.submissions,
@@ -149,6 +160,7 @@ def _grade_batch(
             on_result=progress.advance,
             pool=pool,
             shuffle=args.shuffle,
+            diagrams=not args.no_diagram,
         )
     batch_report(outcome, console)
     if outcome.warning:
@@ -158,62 +170,105 @@ def _grade_batch(
 def add_export(commands: Subcommands) -> None:
     export = commands.add_parser(
         "export",
-        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's grade-import CSV",
+        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's import file",
         epilog=EXPORT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     export.add_argument("--csv", type=Path, help="write nbgrader's CSV here")
-    export.add_argument("--canvas", type=Path, help="write Canvas's grade-import CSV here (needs --roster)")
-    export.add_argument("--moodle", type=Path, help="write Moodle's grade-import CSV here (needs --roster)")
+    lms = export.add_mutually_exclusive_group()
+    lms.add_argument("--canvas", type=Path, help="write Canvas's grade import here (--roster: its export)")
+    lms.add_argument("--moodle", type=Path, help="write the assignment's grading worksheet back here")
+    lms.add_argument("--moodle-gradebook", type=Path, help="write Moodle's CSV grade import (percent) here")
+    export.add_argument("--roster", type=Path, help="the file downloaded from the LMS (examples below)")
+    export.add_argument("--exercise", help="one exercise (default: each, into OUT-NN.csv)")
     export.add_argument(
-        "--roster", type=Path, help="CSV: a 'student' column (folder names) beside the LMS's ids (docs)"
+        "--match",
+        choices=MATCH_CHOICES,
+        help="the roster column holding the submission folders' names (default: the one matching most)",
     )
+    export.add_argument(
+        "--missing",
+        choices=("leave", "zero"),
+        default="leave",
+        help="a student without a submission: left out of the file (default) or given 0",
+    )
+    export.add_argument("--column", help="Canvas: the assignment's column in the export, 'Title (id)'")
     export.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     export.set_defaults(handler=cmd_export)
 
 
+LMS_ARGS = {"canvas": "canvas", "moodle": "moodle", "moodle-gradebook": "moodle_gradebook"}
+"""``lms_files.LMS_FILES``'s keys -> the argument naming the file written."""
+MATCH_CHOICES = ("login", "sis", "email", "canvas-id", "moodle-participant", "github")
 EXPORT_EXAMPLES = """\
 examples:
-  grade export --csv grades.csv                              as `nbgrader export` writes it
-  grade export --canvas canvas.csv --roster roster.csv       Grades > Import in Canvas
-  grade export --moodle moodle.csv --roster roster.csv       Grade administration > Import > CSV file
+  grade export --csv grades.csv                                   as `nbgrader export` writes it
+  grade export --canvas canvas.csv --roster Grades-Course.csv     Canvas: Grades > Export, then Import
+  grade export --moodle 03.csv --roster worksheet.csv --exercise 03
+                                      Moodle: the assignment's grading worksheet, then Upload it back
+  grade export --moodle-gradebook m.csv --roster worksheet.csv    Moodle: Grade administration > Import
 
-roster.csv: student (the submission folder's name), then the LMS's ids: canvas_id, sis_user_id,
-sis_login_id, name, section (Canvas); idnumber, email or username (Moodle). An exercise without a
-submission, or with an invalid upload, is left without a grade; exit status 1 when a graded student is
-missing from the roster (their grades are not in the file).
+Each file holds one exercise (without --exercise: OUT-NN.csv per exercise) and a row only for a student
+with a grade in it: an importer reads a blank cell as "remove the grade". Students left out are printed
+with why; exit status 1 when a graded student is not in the roster (their grade is in no file).
 """
 
 
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.classroom.outputs.lms import load_roster, read_grades, write_canvas, write_moodle
-    from grader.classroom.state.gradebook import default_url, export_csv, open_gradebook
+    from grader.classroom.export import read_gradebook
+    from grader.classroom.state.gradebook import default_url
+    from grader.core.atomic import write_atomic
 
-    if not (args.csv or args.canvas or args.moodle):
-        raise UsageError("give --csv, --canvas or --moodle (or several)")
-    if (args.canvas or args.moodle) and not args.roster:
-        raise UsageError("--canvas and --moodle need --roster: the LMS's id of each student")
-    roster = load_roster(args.roster) if args.roster else []
-    unmatched: set[str] = set()
-    with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
-        if args.csv:
-            export_csv(gradebook, args.csv)
-            console.print(f"wrote {args.csv}", markup=False, highlight=False)
-        grades = read_grades(gradebook, course)
-    for path, write in ((args.canvas, write_canvas), (args.moodle, write_moodle)):
-        if path:
-            done = write(path, grades, roster)
-            said = f"wrote {path}: {done.rows} students, {done.exercises} exercises"
-            console.print(said, markup=False, highlight=False, soft_wrap=True)
-            for invalid in done.invalid:
-                console.print(f"  no grade for an invalid upload: {invalid}", markup=False, highlight=False)
-            unmatched |= set(done.unmatched)
-    if unmatched:
-        missing = ", ".join(sorted(unmatched))
+    lms = args.canvas or args.moodle or args.moodle_gradebook
+    if not (args.csv or lms):
+        raise UsageError("give --csv, --canvas, --moodle or --moodle-gradebook")
+    if lms and not args.roster:
+        raise UsageError("--canvas and --moodle need --roster: the file downloaded from the LMS")
+    if lms and not args.roster.is_file():
+        raise UsageError(f"--roster {args.roster}: no such file")
+    if args.moodle and not args.exercise:
+        raise UsageError("--moodle needs --exercise: a grading worksheet is one assignment's")
+    if args.column and not (args.canvas and args.exercise):
+        raise UsageError("--column names the Canvas column of one exercise: give --canvas and --exercise")
+    url = args.gradebook or default_url(course)
+    contents = read_gradebook(url, course, nbgrader_csv=bool(args.csv), grades=bool(lms))
+    if contents.nbgrader_csv is not None:
+        write_atomic(args.csv, contents.nbgrader_csv)
+        console.print(f"wrote {args.csv}", markup=False, highlight=False)
+    if contents.grades is None:
+        return ExitCode.OK
+    return _export_lms(args, course, contents.grades, console)
+
+
+def _export_lms(args: argparse.Namespace, course: Course, grades: Grades, console: Console) -> int:
+    from grader.classroom.outputs.lms_files import export_to
+
+    exercises = [course.find(args.exercise)] if args.exercise else grades.exercises
+    lms, out = next((k, v) for k, v in LMS_ARGS.items() if getattr(args, v) is not None)
+    done = export_to(
+        grades,
+        exercises,
+        lms=lms,
+        out=getattr(args, out),
+        roster=args.roster,
+        match=args.match,
+        missing=args.missing,
+        column=args.column,
+    )
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    how = "the column matching the most" if done.match.chosen else "--match"
+    say(f"students found by the roster's {done.match.column!r} column ({how}: {len(done.match.rows)})")
+    for file in done.files:
+        column = f"{file.rows} students in {file.column!r}"
+        say(f"wrote {file.path}: exercise {file.exercise.key}, {column}, {file.note}")
+        for why, names in file.left_out.items():
+            say(f"  left out, {why}: {', '.join(names)}")
+    if done.unmatched:
+        missing = ", ".join(done.unmatched)
         console.print(
-            labelled("not in the roster, so not in the file:", "bold yellow", missing), soft_wrap=True
+            labelled("graded but not in the roster, so in no file:", "bold yellow", missing), soft_wrap=True
         )
-    return ExitCode.NOT_FULL_MARKS if unmatched else ExitCode.OK
+    return ExitCode.NOT_FULL_MARKS if done.unmatched else ExitCode.OK
 
 
 def add_report(commands: Subcommands) -> None:
@@ -221,6 +276,7 @@ def add_report(commands: Subcommands) -> None:
     class_report.add_argument("grades", type=Path, help="a batch's folder (grades/NN_slug)")
     class_report.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     class_report.add_argument("--anonymize", action="store_true", help="stable pseudonyms for student ids")
+    class_report.add_argument("--no-diagram", action="store_true", help="no space-time diagrams")
     class_report.set_defaults(handler=cmd_report)
 
 
@@ -234,7 +290,9 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
     _check_batch_folder(args.grades)
     deadline = batch_deadline(course, args.grades)
     refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
-    index = write_report(args.grades, args.html, deadline=deadline, anonymize=args.anonymize)
+    index = write_report(
+        args.grades, args.html, deadline=deadline, anonymize=args.anonymize, diagrams=not args.no_diagram
+    )
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
     return ExitCode.OK
 
@@ -254,9 +312,25 @@ def add_similarity(commands: Subcommands) -> None:
         "--submissions", type=Path, help="the folder of submissions (default: the one the batch graded)"
     )
     similarity.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also compare every student with these: a folder of submissions (a prior year), one submission "
+        "(folder or zip) or one file (a leaked solution); repeatable. The reference is always compared",
+    )
+    similarity.add_argument(
         "--threshold",
         type=float,
         help="flag a pair when this share of both students' own code, together, is common (default 0.5)",
+    )
+    similarity.add_argument(
+        "--common-min",
+        type=int,
+        metavar="N",
+        help="ignore code more than N students share, as Moss's -m N (default: off, nothing is ignored "
+        "for being popular)",
     )
     similarity.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     similarity.add_argument("--anonymize", action="store_true", help="the class report's pseudonyms")
@@ -265,7 +339,7 @@ def add_similarity(commands: Subcommands) -> None:
 
 def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -> int:
     from grader.classroom.outputs.similarity import DEFAULT_THRESHOLD
-    from grader.classroom.outputs.similarity_report import write_similarity
+    from grader.classroom.outputs.similarity_report import CLUSTERS_CSV, write_similarity
 
     _check_batch_folder(args.grades)
     page = write_similarity(
@@ -275,10 +349,15 @@ def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -
         out=args.html,
         threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
         anonymize=args.anonymize,
+        against=args.against,
+        common_min=args.common_min,
     )
     flagged = len(page.with_suffix(".csv").read_text().splitlines()) - 1
+    clusters = len((page.parent / CLUSTERS_CSV).read_text().splitlines()) - 1
+    common = "" if args.common_min is None else f"; code more than {args.common_min} students share ignored"
     console.print(
-        f"wrote {page}: {flagged} pair(s) to look at (a reason to look, never a verdict)",
+        f"wrote {page}: {clusters} cluster(s), {flagged} pair(s) to look at{common} "
+        "(a reason to look, never a verdict)",
         markup=False,
         highlight=False,
         soft_wrap=True,

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import importlib.metadata
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from grader.cli import authoring, classroom, learner
-from grader.cli.common import EXAMPLES, Subcommands
+from grader.cli.common import EXAMPLES, Subcommands, find_course
+from grader.core.course import load_course
+from grader.core.errors import UsageError
 
 SUBCOMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     learner.add_list,
@@ -42,7 +46,36 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--course", type=Path, help="course.yml to use (default: the nearest one upwards)")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="print the grader's version and the course's, then exit"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     for add_subcommand in SUBCOMMANDS:
         add_subcommand(commands)
     return parser
+
+
+class _Version(argparse.Action):
+    """``grade --version``: the grader's version, then the course's (from course.yml, found as every
+    subcommand finds it; ``--course`` before ``--version`` names another)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        try:
+            grader = importlib.metadata.version("distgpu")
+        except importlib.metadata.PackageNotFoundError:
+            grader = "unknown (distgpu is not installed: pip install -e .)"
+        lines = [f"grade (distgpu) {grader}"]
+        try:
+            path = namespace.course or find_course()
+            course = load_course(path, check_stubs=False)
+            lines.append(f"course: {course.title}, version {course.version or 'not given'} ({path})")
+        except UsageError as exc:  # no course.yml found, or one that does not load (CourseConfigError)
+            lines.append(f"course: none ({exc})")
+        print("\n".join(lines))
+        parser.exit(0)

@@ -14,10 +14,11 @@ from grader.classroom.grade import BatchOutcome
 from grader.classroom.outputs.batch_files import batch_summary
 from grader.classroom.state.class_state import SET_ASIDE_DIR
 from grader.core.results import ExerciseResult, Status
+from grader.learner.views import animates
 
 
 class BatchProgressView:
-    """A rich progress bar with ETA and a live count of verdicts."""
+    """A rich progress bar with ETA and a live count of verdicts, on a terminal only (``animates``)."""
 
     def __init__(self, console: Console) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -30,6 +31,7 @@ class BatchProgressView:
             TextColumn("{task.fields[counts]}"),
             TextColumn("[dim]{task.fields[queue]}"),
             console=console,
+            disable=not animates(console),
         )
         self.counts: dict[str, int] = {}
         self.task = self.progress.add_task("grading", total=None, counts="", queue="")
@@ -59,6 +61,14 @@ class BatchProgressView:
 
 def batch_report(outcome: BatchOutcome, console: Console) -> None:
     """The batch's verdicts, how many of its submissions this run graded, and where its reports are."""
+    for stray in outcome.strays:
+        console.print(
+            f"set aside records/{stray.name}: {stray.reason}; moved to {stray.moved_to}, graded again",
+            style="bold yellow",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     batch_summary(outcome.records, console)
     this_run = set(outcome.graded)
     invalid = sum(r.result.verdict is Status.INVALID for r in outcome.records if r.student in this_run)

@@ -182,6 +182,8 @@ class Course:
     root: Path
     sections: tuple[Section, ...]
     slurm: SlurmSettings = SlurmSettings()
+    version: str | None = None
+    """The course's own version (course.yml ``version``), printed by ``grade --version``."""
 
     @property
     def exercises(self) -> tuple[Exercise, ...]:

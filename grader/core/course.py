@@ -58,7 +58,7 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
         raise CourseConfigError(f"{path}: cannot read: {exc.strerror}") from None
     root_node = compose(text, path.name)
     reader = _CourseReader(path)
-    top = reader.mapping(root_node, "", required=("course", "sections"), optional=("slurm",))
+    top = reader.mapping(root_node, "", required=("course", "sections"), optional=("version", "slurm"))
     sections = tuple(
         reader.section(node, f"sections[{i}]")
         for i, node in enumerate(reader.seq(top["sections"], "sections"))
@@ -68,6 +68,7 @@ def load_course(path: Path, *, check_stubs: bool = True) -> Course:
         root=path.resolve().parent,
         sections=sections,
         slurm=reader.slurm(top["slurm"], "slurm") if "slurm" in top else SlurmSettings(),
+        version=reader.string(top["version"], "version") if "version" in top else None,
     )
     _check_unique(reader, course)
     missing = _missing_files(reader, course, check_stubs)

@@ -124,7 +124,10 @@ class WorldTimeout(Exception):
         stuck: list[int] | None = None,
         finished: list[int] | None = None,
         details: list[str] | None = None,
+        places: dict[int, str] | None = None,
     ) -> None:
+        """``places``: where each stuck rank waits, as the message says it (``stacks.where_stuck``)."""
+        self.stuck, self.places = stuck or [], places or {}
         if stuck is None:
             super().__init__(str(timeout_s))
             return
@@ -159,6 +162,7 @@ def _ranks(ranks: list[int]) -> str:
 
 def rank_results(replies: dict[int, Any]) -> list[RankResult]:
     """Turn decoded replies into ``RankResult``s, or raise the most telling rank's error."""
+    __tracebackhide__ = True
     failed = {rank: reply for rank, reply in replies.items() if not reply.get("ok")}
     if failed:
         raise failure(failed, len(replies))

@@ -9,6 +9,7 @@ import torch
 
 from grader.core.results import NOT_RUN
 from grader.harness.outcomes import CheckFailure, CommEvent, RankResult, SameCallHung, WorldTimeout
+from grader.harness.patterns import Pattern
 from grader.harness.world import LiveRanks
 
 Hangs = dict[tuple[Any, ...], str]
@@ -39,6 +40,19 @@ class World:
         self._test = test
         self.last: list[RankResult] | None = None
         """The results of the last task that came back from every rank (for the failure trace)."""
+        self.expected: Pattern | None = None
+        """The message pattern the test expects (``expect``), for its space-time diagram."""
+        self.submitted = False
+        """Whether the test gave this world a task (only then has it a recording to draw)."""
+
+    def expect(self, pattern: Pattern) -> None:
+        """State the messages a correct answer sends (``grader.harness.patterns``): a failing test's diagram
+        then names the first point where the recording departs from it. Diagnostics only: no grade uses it."""
+        self.expected = pattern
+
+    def read_flights(self) -> list[str]:
+        """Every rank's recording of the last task (``flight``), in rank order; [] when there is none."""
+        return self._pool.read_flights() if self.submitted else []
 
     def call(
         self,
@@ -50,6 +64,7 @@ class World:
         forbid: Iterable[str] = (),
     ) -> list[RankResult]:
         """On rank r, call the student's ``module.function(*args[r], **kwargs[r])``; results in rank order."""
+        __tracebackhide__ = True  # in pytest's report, a rank's failure points at the test's own line
         per_rank_kwargs = self._per_rank(kwargs or {})
         if len(args) != self.size:
             raise ValueError(f"args has {len(args)} entries for {self.size} ranks")
@@ -70,6 +85,7 @@ class World:
         self, program: str, *, inputs: Sequence[dict[str, Any]] | dict[str, Any], forbid: Iterable[str] = ()
     ) -> list[RankResult]:
         """On rank r, run the trusted rank program ``"module:function"`` with ``**inputs[r]``."""
+        __tracebackhide__ = True
         tasks = [
             {"kind": "run", "program": program, "inputs": i, "forbid": list(forbid)}
             for i in self._per_rank(inputs)
@@ -77,10 +93,11 @@ class World:
         return self._submit(tasks)
 
     def _submit(self, tasks: list[dict[str, Any]]) -> list[RankResult]:
+        __tracebackhide__ = True
         key = call_key(tasks[0], self.size)
         if key in self._hangs:
             raise SameCallHung(f"{NOT_RUN}{key[0]} {self._hangs[key]}; the same call would hang again")
-        self.last = None
+        self.last, self.submitted = None, True
         try:
             self.last = self._pool.submit(tasks, self._timeout_s)
         except WorldTimeout as hang:

@@ -106,8 +106,9 @@ def read_class(
     *, exercise: Exercise, submissions: Path, store: RecordStore, staged: Path, suite: str, runner_id: str
 ) -> ClassState:
     """List ``submissions`` (``discover``), stage each upload once into ``staged/<student>`` (emptied
-    first), key it, and read the records in ``store`` once (the records set aside beside it, by name
-    only). Writes nothing but ``staged``."""
+    first), key it, and read the records in ``store`` once, and those set aside beside it (a stray file set
+    aside there is not a record of the student its name says, so it names no one). Writes nothing but
+    ``staged``."""
     found = discover(submissions)
     filed = {record.student: record for record in store.all()}
     shutil.rmtree(staged, ignore_errors=True)
@@ -117,8 +118,9 @@ def read_class(
     )
     present = {m.student for m in members}
     absent = tuple(sorted(student for student in filed if student not in present))
-    aside = {p.stem for p in (store.folder.parent / SET_ASIDE_DIR).glob("*.json")}
-    gone = tuple(sorted((aside - present) | set(absent)))
+    aside = store.folder.parent / SET_ASIDE_DIR
+    earlier = {r.student for r in RecordStore(aside, sweep=False).all()} if aside.is_dir() else set()
+    gone = tuple(sorted((earlier - present) | set(absent)))
     return ClassState(exercise, submissions, members, absent, gone, stagings=len(members))
 
 
