@@ -119,9 +119,9 @@ def stagings(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counts: Counter[str] = Counter()
     original = submission._whole_upload_problem
 
-    def counted(source: Path) -> Any:
+    def counted(source: Path, files: tuple[str, ...]) -> Any:
         counts[source.name] += 1
-        return original(source)
+        return original(source, files)
 
     monkeypatch.setattr(submission, "_whole_upload_problem", counted)
     return counts
@@ -166,7 +166,7 @@ def test_keys_hold_under_reworded_messages_and_a_new_package_version(
     assert reasons == {
         "empty": ["the submission is empty"],
         "readme": ["none of the exercise's files (toy.py) is in it; it holds readme/README.md"],
-        "s01": ["toy.py is a symbolic link: links are not allowed, so it was not taken"],
+        "s01": ["toy.py is a symbolic link: symbolic links are not allowed, so it was not taken"],
     }
 
     original = submission.Note

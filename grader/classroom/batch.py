@@ -142,8 +142,9 @@ class PendingGrade:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """What staging said of the upload, for the student (``GradeJob.staging_notes``)."""
-        return tuple(self.member.staged.texts)
+        """What the intake (a platform's late flag) and staging said of the upload, for the student
+        (``GradeJob.staging_notes``)."""
+        return (*self.member.submission.notes, *self.member.staged.texts)
 
 
 class BatchPool(Protocol):

@@ -8,6 +8,7 @@ the classroom package themselves: a student's ``grade exercise`` never loads it.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from grader.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
+    from grader.classroom.intake.platforms import Intake
     from grader.classroom.slurm.driver import SlurmPool
 
 
@@ -29,8 +31,25 @@ def add_batch(commands: Subcommands) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    batch.add_argument("submissions", type=Path, help="a folder of per-student folders or zips, named by id")
+    batch.add_argument(
+        "submissions",
+        type=Path,
+        help="a folder of uploads named by student id, or a platform's download: Canvas's, Moodle's or "
+        "Gradescope's zip (or its folder, unzipped), or the folder `gh classroom clone student-repos` makes",
+    )
     batch.add_argument("--exercise", required=True, help="number or slug")
+    batch.add_argument(
+        "--from",
+        dest="platform",
+        choices=("canvas", "moodle", "gradescope", "classroom", "folders"),
+        help="whose download SUBMISSIONS is (default: detected, and said in the first line)",
+    )
+    batch.add_argument(
+        "--due",
+        type=_moment,
+        metavar="ISO-8601",
+        help="Gradescope: the deadline its submission times are compared with for the late flag",
+    )
     batch.add_argument("--workers", type=int, help="gradings at a time (default: from cores and GPUs)")
     batch.add_argument("--out", type=Path, help="where records and reports go (default: grades/NN_slug)")
     batch.add_argument("--regrade", action="append", default=[], metavar="STUDENT", help="grade again")
@@ -74,9 +93,10 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
 
     exercise = course.find(args.exercise)
     out = args.out or Path("grades") / exercise.dirname
-    check_request(args.submissions, workers=args.workers, regrade=args.regrade)
+    intake = _intake(args, course, exercise, out)
+    check_request(intake.folder, workers=args.workers, regrade=args.regrade)
     if args.backend == "slurm":
-        return _batch_on_slurm(args, course, exercise, out, console)
+        return _batch_on_slurm(args, course, exercise, intake, out, console)
     given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
     if given:
         raise UsageError(f"--{given[0].replace('_', '-')} needs --backend slurm")
@@ -87,12 +107,33 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
     plan = make_plan(
         course=course, exercise=exercise, backend=args.backend, device=device, workers=args.workers, gpus=gpus
     )
-    _grade_batch(args, course, plan, out, console)
+    _grade_batch(args, course, plan, intake, out, console)
     return ExitCode.OK
 
 
+def _intake(args: argparse.Namespace, course: Course, exercise: Exercise, out: Path) -> Intake:
+    """The uploads to grade as the platform handed them over (``--from``, else detected)."""
+    from grader.classroom.intake.platforms import read_submissions
+
+    intake = read_submissions(
+        args.submissions, course=course, exercise=exercise, out=out, platform=args.platform, due=args.due
+    )
+    return intake
+
+
+def _moment(text: str) -> dt.datetime:
+    """``--due``: an ISO 8601 time; without a zone, UTC."""
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not an ISO 8601 time: {text!r} (e.g. 2026-03-01T23:59-08:00)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
 def _batch_on_slurm(
-    args: argparse.Namespace, course: Course, exercise: Exercise, out: Path, console: Console
+    args: argparse.Namespace, course: Course, exercise: Exercise, intake: Intake, out: Path, console: Console
 ) -> int:
     """The same batch, its gradings run as Slurm jobs (``grader.classroom.slurm.driver``), or printed with
     --dry-run."""
@@ -111,12 +152,12 @@ def _batch_on_slurm(
     )
     if args.dry_run:
         script = slurm_dry_run(
-            plan=plan, pool=pool, submissions=args.submissions, regrade=args.regrade, late=args.late
+            plan=plan, pool=pool, submissions=intake.folder, regrade=args.regrade, late=args.late
         )
         console.print(script, markup=False, highlight=False, soft_wrap=True)
         return ExitCode.OK
     console.print(f"student code runs on the cluster's nodes ({pool.settings.runner} runner)", soft_wrap=True)
-    _grade_batch(args, course, plan, out, console, pool)
+    _grade_batch(args, course, plan, intake, out, console, pool)
     return ExitCode.OK
 
 
@@ -124,6 +165,7 @@ def _grade_batch(
     args: argparse.Namespace,
     course: Course,
     plan: BatchPlan,
+    intake: Intake,
     out: Path,
     console: Console,
     pool: SlurmPool | None = None,
@@ -132,15 +174,16 @@ def _grade_batch(
     its warning, if any."""
     from grader.classroom.grade import batch_grade
     from grader.classroom.state.gradebook import default_url
-    from grader.cli.views import BatchProgressView, batch_report
+    from grader.cli.views import BatchProgressView, batch_report, intake_report
 
+    console.print(intake.detected, markup=False, highlight=False, soft_wrap=True)
     progress = BatchProgressView(console)
     if pool is not None:
         pool.on_queue = progress.note
     with progress:
         outcome = batch_grade(
             plan=plan,
-            submissions=args.submissions,
+            submissions=intake.folder,
             out=out,
             regrade=args.regrade,
             gradebook_url=args.gradebook or default_url(course),
@@ -151,6 +194,7 @@ def _grade_batch(
             shuffle=args.shuffle,
         )
     batch_report(outcome, console)
+    intake_report(intake, out, console)
     if outcome.warning:
         console.print(outcome.warning, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
 
