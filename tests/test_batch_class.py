@@ -119,9 +119,9 @@ def stagings(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counts: Counter[str] = Counter()
     original = submission._whole_upload_problem
 
-    def counted(source: Path, files: tuple[str, ...]) -> Any:
+    def counted(source: Path, *rest: Any) -> Any:
         counts[source.name] += 1
-        return original(source, files)
+        return original(source, *rest)
 
     monkeypatch.setattr(submission, "_whole_upload_problem", counted)
     return counts

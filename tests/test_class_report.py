@@ -280,6 +280,11 @@ def test_a_batch_report_names_the_missed_concept_the_planted_test_a_hang_a_crash
     )
     similar = (out / "report" / "similarity.csv").read_text().splitlines()
     assert [line.split(",")[:2] for line in similar[1:]] == [["ada", "latecomer"]]
+    # hana's hang as space-time diagrams beside her page, linked from it, within the budget
+    diagrams = sorted((out / "report" / "students" / "hana" / "diagrams").glob("*.html"))
+    assert diagrams and 'href="hana/diagrams/' in (out / "report" / "students" / "hana.html").read_text()
+    assert "blocked in send to rank" in diagrams[0].read_text()
+    assert sum(p.stat().st_size for p in diagrams) < 1_000_000
 
 
 PLANTED_IDEA = "Planted for the report test: it grades the reference choice of an isend first."

@@ -191,7 +191,7 @@ def test_scancel_and_ctrl_c_mid_batch_then_the_same_command_resumes(
     job = array_job(out)
     subprocess.run(["scancel", str(job)], check=True)
     output = " ".join(first.communicate(timeout=120)[0].decode().split())
-    assert first.returncode == 1 and f"array {job} was cancelled" in output, output
+    assert first.returncode == 3 and f"error: array {job} was cancelled" in output, output  # environment
     after_scancel = len(records(out))
     assert invalid + 2 <= after_scancel < 11
 
@@ -200,7 +200,7 @@ def test_scancel_and_ctrl_c_mid_batch_then_the_same_command_resumes(
     job = array_job(out)
     second.send_signal(signal.SIGINT)
     output = " ".join(second.communicate(timeout=120)[0].decode().split())
-    assert second.returncode == 1 and f"interrupted: cancelled Slurm job {job}" in output, output
+    assert second.returncode == 3 and f"error: interrupted: cancelled Slurm job {job}" in output, output
     deadline = time.monotonic() + 30
     while queue(str(job)) and time.monotonic() < deadline:
         time.sleep(0.2)

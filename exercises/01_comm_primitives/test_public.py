@@ -9,7 +9,7 @@ messages and rounds.
 import pytest
 import torch
 
-from grader.harness import World, assert_equal
+from grader.harness import World, assert_equal, from_root, pairwise, to_root
 
 # Your code must build these from send/recv: calling one of them fails the test.
 FORBID = [
@@ -36,6 +36,7 @@ def inputs_for(p: int, shape: tuple[int, ...] = (5,)) -> list[torch.Tensor]:
 @pytest.mark.concept("bcast_copy")
 def test_broadcast_from_rank_0(world: World) -> None:
     inputs = inputs_for(world.size)
+    world.expect(from_root(0))  # what a failure's space-time diagram compares your messages with
     results = world.call("collectives", "broadcast", args=[(x, 0) for x in inputs], forbid=FORBID)
     for res in results:
         assert_equal(
@@ -49,6 +50,7 @@ def test_broadcast_from_last_rank(world: World) -> None:
     # A non-zero root: the tree hangs from src, not from rank 0.
     src = world.size - 1
     inputs = inputs_for(world.size, (2, 3))
+    world.expect(from_root(src))
     results = world.call("collectives", "broadcast", args=[(x, src) for x in inputs], forbid=FORBID)
     for res in results:
         assert_equal(
@@ -60,6 +62,7 @@ def test_broadcast_from_last_rank(world: World) -> None:
 @pytest.mark.concept("reduce_sum")
 def test_reduce_to_rank_0(world: World) -> None:
     inputs = inputs_for(world.size)
+    world.expect(to_root(0))
     results = world.call("collectives", "reduce", args=[(x, 0) for x in inputs], forbid=FORBID)
     assert_equal(results[0].args[0], sum(inputs), rank=0, world_size=world.size, what="sum on dst")
     for res in results[1:]:  # this course's reduce leaves the other ranks' tensors as they were
@@ -78,6 +81,7 @@ def test_all_gather(world: World) -> None:
     p = world.size
     inputs = inputs_for(p)
     args = [([torch.zeros(5, dtype=torch.int64) for _ in range(p)], inputs[r]) for r in range(p)]
+    world.expect(pairwise())
     for res in world.call("collectives", "all_gather", args=args, forbid=FORBID):
         tensor_list, _ = res.args
         for j in range(p):
@@ -91,6 +95,7 @@ def test_reduce_scatter(world: World) -> None:
     # input_lists[r][j]: rank r's contribution to rank j's output (4 elements each).
     input_lists = [[torch.arange(4) + 10 * r + 1000 * j for j in range(p)] for r in range(p)]
     args = [(torch.zeros(4, dtype=torch.int64), input_lists[r]) for r in range(p)]
+    world.expect(pairwise())
     for res in world.call("collectives", "reduce_scatter", args=args, forbid=FORBID):
         expected = sum(input_lists[r][res.rank] for r in range(p))
         assert_equal(res.args[0], expected, rank=res.rank, world_size=p, what="output")
@@ -103,6 +108,7 @@ def test_all_to_all(world: World) -> None:
     # input_lists[r][j]: the block rank r sends to rank j (3 elements each).
     input_lists = [[torch.arange(3) + 10 * r + 1000 * j for j in range(p)] for r in range(p)]
     args = [([torch.zeros(3, dtype=torch.int64) for _ in range(p)], input_lists[r]) for r in range(p)]
+    world.expect(pairwise())
     for res in world.call("collectives", "all_to_all", args=args, forbid=FORBID):
         outputs, _ = res.args
         for j in range(p):

@@ -9,10 +9,20 @@ and partners of every message, the shape of your tree and its pipeline, and ever
 import pytest
 import torch
 
-from grader.harness import COLLECTIVES, World, assert_equal
+from grader.harness import COLLECTIVES, World, assert_equal, peers, ring
 
 # Your code must build the all-reduce from send/recv: calling one of these fails the test.
 FORBID = list(COLLECTIVES)  # every collective the harness knows
+
+
+RING = ring(messages=lambda p: 2 * (p - 1))
+"""Every message one way round the ring, 2(p-1) per rank: (p-1) reduce-scatter steps, (p-1) all-gather."""
+RECURSIVE_DOUBLING = peers(
+    "recursive doubling",
+    lambda r, p: {r ^ (1 << k) for k in range(p.bit_length() - 1)},  # one partner per bit, p a power of two
+    messages=lambda p: p.bit_length() - 1,
+    each_once=True,
+)
 
 
 def inputs_for(p: int, n: int) -> list[torch.Tensor]:
@@ -33,6 +43,7 @@ def check_sum(world: World, function: str, inputs: list[torch.Tensor]) -> list:
 @pytest.mark.part("02.ring_allreduce")
 @pytest.mark.concept("ring_sum")
 def test_ring_sum(world: World) -> None:
+    world.expect(RING)  # what a failure's space-time diagram compares your messages with
     check_sum(world, "ring_allreduce", inputs_for(world.size, 2 * world.size + 1))  # N not a multiple of p
 
 
@@ -40,6 +51,7 @@ def test_ring_sum(world: World) -> None:
 @pytest.mark.concept("ring_steps")
 def test_ring_steps(world: World) -> None:
     p = world.size
+    world.expect(RING)
     # Only the messages here: test_ring_sum checks the values.
     results = world.call(
         "allreduce", "ring_allreduce", args=[(x,) for x in inputs_for(p, 4 * p)], forbid=FORBID
@@ -67,6 +79,7 @@ def test_recursive_doubling_sum(world: World) -> None:
 def test_recursive_doubling_rounds_power_of_two(world: World) -> None:
     p = world.size
     rounds = p.bit_length() - 1  # log2 p
+    world.expect(RECURSIVE_DOUBLING)
     # Only the messages here: test_recursive_doubling_sum checks the values.
     results = world.call(
         "allreduce", "recursive_doubling_allreduce", args=[(x,) for x in inputs_for(p, 3)], forbid=FORBID

@@ -24,10 +24,21 @@ from coursekit.schedules import (
     from_data,
     schedule_time,
 )
-from grader.harness import World, assert_equal
+from grader.harness import World, assert_equal, peers
+from grader.harness.patterns import Peers
 
 FLAT_RING_ALLREDUCE_S = {1e3: 196.035e-6, 2**30: 37.77696384e-3}
 """Exercise 02's flat ring all-reduce on the 8 GPUs of H100_2X4, as `schedule_time` prices it (README)."""
+
+
+def hierarchical(gpus_per_node: int) -> Peers:
+    """What a hierarchical schedule's messages may do: a GPU talks within its node, or to the GPU of the same
+    local index on another node (rank = node * gpus_per_node + local, as `rank_of` says)."""
+    g = gpus_per_node
+    return peers(
+        "a hierarchical schedule (within a node, or to the same GPU of another node)",
+        lambda r, p: {j for j in range(p) if j != r and (j // g == r // g or j % g == r % g)},
+    )
 
 
 def build(world: World, function: str, nodes: int, gpus: int) -> Schedule:
@@ -66,6 +77,7 @@ def test_allreduce_2x4_beats_the_ring(world: World) -> None:
 def test_allreduce_for_real_2x2(world: World) -> None:
     inputs = [torch.arange(10, dtype=torch.int64) + 100 * r for r in range(4)]
     kwargs = {"nodes": 2, "gpus_per_node": 2}
+    world.expect(hierarchical(2))  # what a failure's space-time diagram compares the messages with
     results = world.run(
         "rank_programs:run",
         inputs=[

@@ -24,12 +24,19 @@ from grader.classroom.outputs.similarity_report import (
     remove_similarity,
     write_class_similarity,
 )
-from grader.classroom.state.class_state import STAGED_DIR, ClassState, read_class, set_aside_absent
+from grader.classroom.state.batch_marks import batch_transaction, mark_started
+from grader.classroom.state.class_state import (
+    SET_ASIDE_DIR,
+    STAGED_DIR,
+    ClassState,
+    read_class,
+    set_aside_absent,
+)
 from grader.classroom.state.gradebook import StudentInfo, open_gradebook, remove_submissions_except
 from grader.classroom.state.gradebook import record as record_grade
-from grader.classroom.state.records import Record, RecordStore, reference_key, suite_hash
+from grader.classroom.state.records import Record, RecordStore, SetAside, reference_key, suite_hash
 from grader.core.course import Course
-from grader.core.errors import UsageError
+from grader.core.errors import EnvironmentFailure, UsageError
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
 
@@ -47,6 +54,9 @@ class BatchOutcome:
     warning: str | None = None
     """One line to show: the similarity report could not be written (the grades and the other reports
     were)."""
+    strays: list[SetAside] = field(default_factory=list)
+    """Files in records/ that were not the record their name promised: moved to ``OUT/set-aside`` too, and
+    their students graded again."""
 
 
 def batch_grade(
@@ -61,6 +71,7 @@ def batch_grade(
     on_result: Callable[[str, ExerciseResult], None],
     pool: BatchPool | None = None,
     shuffle: int | None = None,
+    diagrams: bool = True,
 ) -> BatchOutcome:
     """Grade every stale submission in ``submissions`` on ``pool`` (default: this machine); write records,
     gradebook, CSV, results.json, PNG. The class is read once (``read_class``: each upload staged once,
@@ -69,9 +80,12 @@ def batch_grade(
     aside, and they are in none of the outputs. Only this process writes the gradebook and the reports. The
     submissions are graded in name order, or in the order ``random.Random(shuffle)`` gives them when
     ``shuffle`` is a seed (a grade must not depend on what was graded before or beside it;
-    ``benchmarks/bench_determinism.py``)."""
+    ``benchmarks/bench_determinism.py``). ``diagrams``: each student's space-time diagrams beside their
+    report page."""
     pool = pool or LocalPool()
     store = RecordStore(out / "records")
+    strays = store.set_aside_strays(out / SET_ASIDE_DIR)
+    _check_gradebook(plan, gradebook_url)
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
     klass = read_class(
         exercise=plan.exercise,
@@ -87,18 +101,25 @@ def batch_grade(
             random.Random(shuffle).shuffle(todo)
         set_aside = set_aside_absent(klass, store, out)
         reference = _graded_reference(plan, out, pool, reference_key(suite, runner_id))
+        _mark_started(plan, gradebook_url, out)
         on_start(len(todo))
         pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
         klass = klass.reread(store, (p.submission.student for p in todo))
-        warning = _write_outputs(plan, klass, out, reference, gradebook_url)
+        warning = _write_outputs(plan, klass, out, reference, gradebook_url, diagrams=diagrams)
     finally:
         shutil.rmtree(out / STAGED_DIR, ignore_errors=True)
     graded = [p.submission.student for p in todo]
-    return BatchOutcome(klass.records, graded, out, klass.stagings, set_aside, warning)
+    return BatchOutcome(klass.records, graded, out, klass.stagings, set_aside, warning, strays)
 
 
 def _write_outputs(
-    plan: BatchPlan, klass: ClassState, out: Path, reference: ExerciseResult, gradebook_url: str
+    plan: BatchPlan,
+    klass: ClassState,
+    out: Path,
+    reference: ExerciseResult,
+    gradebook_url: str,
+    *,
+    diagrams: bool,
 ) -> str | None:
     """The gradebook, the batch files, the similarity report and the class report, all of ``klass``;
     the similarity report's warning, if any."""
@@ -108,7 +129,7 @@ def _write_outputs(
     if not klass.records:
         return None
     warning = _similarity(out, plan.course, klass)  # first: the class page links to it
-    write_class_report(klass, out, deadline=plan.exercise.deadline)
+    write_class_report(klass, out, deadline=plan.exercise.deadline, diagrams=diagrams)
     return warning
 
 
@@ -157,6 +178,8 @@ def _similarity(out: Path, course: Course, klass: ClassState) -> str | None:
     the class report do not depend on it."""
     try:
         write_class_similarity(klass, out, course)
+    except (EnvironmentFailure, OSError):
+        raise  # a full disk is not the report's fault: the batch stops with it (exit status 3)
     except Exception as exc:
         remove_similarity(out / REPORT_DIR)
         error = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -189,12 +212,30 @@ def _runner_id(backend: str) -> str:
     return str(docker_engine().images.get(image_tag("cpu")).id)
 
 
+def _check_gradebook(plan: BatchPlan, url: str) -> None:
+    """Open and check the gradebook: a corrupt one stops the batch before anything is staged or graded."""
+    with open_gradebook(url, course_id=plan.course.title, check=True):
+        pass
+
+
+def _mark_started(plan: BatchPlan, url: str, out: Path) -> None:
+    """Mark the exercise's batch started, as its gradings begin: an export refuses the gradebook until
+    ``_write_gradebook`` marks it finished. (A batch that stops before, on a usage error or a suite that
+    fails its reference, changed nothing and leaves the last finished batch's mark.)"""
+    with open_gradebook(url, course_id=plan.course.title) as gradebook:
+        mark_started(gradebook, plan.exercise.dirname, out)
+
+
 def _write_gradebook(plan: BatchPlan, klass: ClassState, reference: ExerciseResult, url: str) -> None:
     """Upsert every record of the class (idempotent), so a kill between a record and its gradebook row heals
     on rerun; remove this exercise's submission of anyone not in the class (their record was set aside), so
-    that ``grade export``, which reads the gradebook across exercises, exports this class."""
+    that ``grade export``, which reads the gradebook across exercises, exports this class. All of it and
+    the batch's finished mark in one transaction (``batch_marks``)."""
     deadline = plan.exercise.deadline
-    with open_gradebook(url, course_id=plan.course.title) as gradebook:
+    with (
+        open_gradebook(url, course_id=plan.course.title) as opened,
+        batch_transaction(opened, plan.exercise.dirname) as gradebook,
+    ):
         remove_submissions_except(gradebook, plan.exercise, set(klass.students))
         for member in klass.members:
             if member.record is None:

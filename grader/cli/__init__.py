@@ -2,8 +2,8 @@
 what escapes it into an exit status (``grader.core.errors.ExitCode``).
 
 Each audience's subcommands are declared, with their thin handlers, in ``learner``, ``authoring`` and
-``classroom``; ``parser`` assembles them. A handler checks its arguments and calls one function of the
-audience's package.
+``classroom``; ``parser`` assembles them. A handler checks its arguments, calls its audience's package and
+shows the outcome (docs/architecture.md names what else a handler holds, and why).
 """
 
 from __future__ import annotations

@@ -20,9 +20,11 @@ from rich.table import Table
 from grader.authoring.check import check_exercise
 from grader.authoring.stubs import write_stubs
 from grader.cli.common import Subcommands, add_run_options, labelled
+from grader.core.atomic import write_atomic
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
+from grader.learner.views import ProgressBar
 from grader.runners import Runner, make_runner
 
 
@@ -106,7 +108,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
         + (f"; not: {', '.join(bad)}" if bad else "")
     )
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        write_atomic(args.json, json.dumps(rows, indent=1) + "\n")
     return ExitCode.NOT_FULL_MARKS if bad else ExitCode.OK
 
 
@@ -143,7 +145,7 @@ def _validate_one(
         console.print(labelled(exercise.key, "red", exercise.problem), soft_wrap=True)
         return {"exercise": exercise.key, "slug": exercise.slug, "problems": [exercise.problem]}
     label = f"validating {exercise.key} {exercise.slug}"
-    with console.status(label) as status:
+    with ProgressBar(console, label) as bar:
         try:
             found = validate_exercise(
                 course=course,
@@ -152,7 +154,7 @@ def _validate_one(
                 device=args.device,
                 corpus_root=args.corpus or course.root / "tests",
                 runs=args.runs,
-                on_step=lambda what: status.update(f"{label}: {what}"),
+                on_step=lambda what: bar.describe(f"{label}: {what}"),
             )
         except CorpusError as exc:
             console.print(f"{exercise.key} corpus: {exc}", soft_wrap=True, markup=False)
@@ -306,9 +308,9 @@ def cmd_classroom(args: argparse.Namespace, course: Course, console: Console) ->
     from grader.authoring.starter_repo import write_starter
 
     starter = write_starter(course, course.find(args.id), args.out)
-    points = ", ".join(f"{s.part.name} {s.points}" for s in starter.steps)
     console.print(
-        f"wrote {args.out}: one Classroom step per part ({points}; whole points, {starter.timeout} min each)",
+        f"wrote {args.out}: one Classroom step per concept with public checks ({len(starter.steps)}, "
+        f"{starter.timeout} min each); Classroom's points are the exercise's {starter.scale.said()}",
         markup=False,
         highlight=False,
         soft_wrap=True,

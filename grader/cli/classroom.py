@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from grader.core.errors import ExitCode, UsageError
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
     from grader.classroom.intake.platforms import Intake
+    from grader.classroom.outputs.lms import Grades
     from grader.classroom.slurm.driver import SlurmPool
 
 
@@ -65,6 +67,12 @@ def add_batch(commands: Subcommands) -> None:
         help="grade the submissions in an order shuffled by SEED (default: by name); grades must not change",
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
+    batch.add_argument("--no-diagram", action="store_true", help="no space-time diagrams in the report")
+    batch.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another batch is grading into the same --out, start when it has finished (default: stop)",
+    )
     batch.add_argument(
         "--allow-unsandboxed",
         action="store_true",
@@ -93,10 +101,10 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
 
     exercise = course.find(args.exercise)
     out = args.out or Path("grades") / exercise.dirname
-    intake = _intake(args, course, exercise, out)
-    check_request(intake.folder, workers=args.workers, regrade=args.regrade)
+    plain = _platform(args) == "folders"  # a platform's download is read into OUT under the batch's lock
+    check_request(args.submissions if plain else None, workers=args.workers, regrade=args.regrade)
     if args.backend == "slurm":
-        return _batch_on_slurm(args, course, exercise, intake, out, console)
+        return _batch_on_slurm(args, course, exercise, out, console)
     given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
     if given:
         raise UsageError(f"--{given[0].replace('_', '-')} needs --backend slurm")
@@ -107,17 +115,29 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
     plan = make_plan(
         course=course, exercise=exercise, backend=args.backend, device=device, workers=args.workers, gpus=gpus
     )
-    _grade_batch(args, course, plan, intake, out, console)
+    _grade_batch(args, course, plan, out, console)
     return ExitCode.OK
 
 
+def _platform(args: argparse.Namespace) -> str:
+    """Whose download SUBMISSIONS is: ``--from``, else detected (reading it, writing nothing)."""
+    from grader.classroom.intake.platforms import detect
+
+    if not args.submissions.exists():
+        raise UsageError(f"{args.submissions}: no such folder or archive of submissions")
+    return str(args.platform or detect(args.submissions))
+
+
 def _intake(args: argparse.Namespace, course: Course, exercise: Exercise, out: Path) -> Intake:
-    """The uploads to grade as the platform handed them over (``--from``, else detected)."""
+    """The uploads to grade as the platform handed them over, in OUT/.intake for a platform's download;
+    called under OUT's batch lock, and the request checked again against them (``--regrade``'s names)."""
+    from grader.classroom.batch import check_request
     from grader.classroom.intake.platforms import read_submissions
 
     intake = read_submissions(
         args.submissions, course=course, exercise=exercise, out=out, platform=args.platform, due=args.due
     )
+    check_request(intake.folder, workers=args.workers, regrade=args.regrade)
     return intake
 
 
@@ -133,7 +153,7 @@ def _moment(text: str) -> dt.datetime:
 
 
 def _batch_on_slurm(
-    args: argparse.Namespace, course: Course, exercise: Exercise, intake: Intake, out: Path, console: Console
+    args: argparse.Namespace, course: Course, exercise: Exercise, out: Path, console: Console
 ) -> int:
     """The same batch, its gradings run as Slurm jobs (``grader.classroom.slurm.driver``), or printed with
     --dry-run."""
@@ -151,48 +171,63 @@ def _batch_on_slurm(
         throttle=args.workers,
     )
     if args.dry_run:
-        script = slurm_dry_run(
-            plan=plan, pool=pool, submissions=intake.folder, regrade=args.regrade, late=args.late
-        )
+        with _locked(args, out, console):
+            intake = _intake(args, course, exercise, out)
+            script = slurm_dry_run(
+                plan=plan, pool=pool, submissions=intake.folder, regrade=args.regrade, late=args.late
+            )
         console.print(script, markup=False, highlight=False, soft_wrap=True)
         return ExitCode.OK
     console.print(f"student code runs on the cluster's nodes ({pool.settings.runner} runner)", soft_wrap=True)
-    _grade_batch(args, course, plan, intake, out, console, pool)
+    _grade_batch(args, course, plan, out, console, pool)
     return ExitCode.OK
+
+
+def _locked(args: argparse.Namespace, out: Path, console: Console) -> AbstractContextManager[None]:
+    """``out``'s batch lock (``--wait``: queue behind the run that holds it, saying whom for)."""
+    from grader.classroom.state.lock import batch_lock
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    return batch_lock(out, wait=args.wait, on_wait=say)
 
 
 def _grade_batch(
     args: argparse.Namespace,
     course: Course,
     plan: BatchPlan,
-    intake: Intake,
     out: Path,
     console: Console,
     pool: SlurmPool | None = None,
 ) -> None:
-    """``batch_grade`` under a progress bar (which also shows the Slurm queue), then the batch's report and
-    its warning, if any."""
+    """``batch_grade`` under a progress bar (which also shows the Slurm queue), holding ``out``'s batch lock
+    from the intake of the submissions on, then the batch's report, what of the submissions is in no upload,
+    and its warning, if any."""
     from grader.classroom.grade import batch_grade
     from grader.classroom.state.gradebook import default_url
     from grader.cli.views import BatchProgressView, batch_report, intake_report
 
-    console.print(intake.detected, markup=False, highlight=False, soft_wrap=True)
     progress = BatchProgressView(console)
     if pool is not None:
         pool.on_queue = progress.note
-    with progress:
-        outcome = batch_grade(
-            plan=plan,
-            submissions=intake.folder,
-            out=out,
-            regrade=args.regrade,
-            gradebook_url=args.gradebook or default_url(course),
-            late=args.late,
-            on_start=progress.start,
-            on_result=progress.advance,
-            pool=pool,
-            shuffle=args.shuffle,
-        )
+    with _locked(args, out, console):
+        intake = _intake(args, course, plan.exercise, out)
+        console.print(intake.detected, markup=False, highlight=False, soft_wrap=True)
+        with progress:
+            outcome = batch_grade(
+                plan=plan,
+                submissions=intake.folder,
+                out=out,
+                regrade=args.regrade,
+                gradebook_url=args.gradebook or default_url(course),
+                late=args.late,
+                on_start=progress.start,
+                on_result=progress.advance,
+                pool=pool,
+                shuffle=args.shuffle,
+                diagrams=not args.no_diagram,
+            )
     batch_report(outcome, console)
     intake_report(intake, out, console)
     if outcome.warning:
@@ -202,62 +237,105 @@ def _grade_batch(
 def add_export(commands: Subcommands) -> None:
     export = commands.add_parser(
         "export",
-        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's grade-import CSV",
+        help="the gradebook as nbgrader's CSV, or as Canvas's or Moodle's import file",
         epilog=EXPORT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     export.add_argument("--csv", type=Path, help="write nbgrader's CSV here")
-    export.add_argument("--canvas", type=Path, help="write Canvas's grade-import CSV here (needs --roster)")
-    export.add_argument("--moodle", type=Path, help="write Moodle's grade-import CSV here (needs --roster)")
+    lms = export.add_mutually_exclusive_group()
+    lms.add_argument("--canvas", type=Path, help="write Canvas's grade import here (--roster: its export)")
+    lms.add_argument("--moodle", type=Path, help="write the assignment's grading worksheet back here")
+    lms.add_argument("--moodle-gradebook", type=Path, help="write Moodle's CSV grade import (percent) here")
+    export.add_argument("--roster", type=Path, help="the file downloaded from the LMS (examples below)")
+    export.add_argument("--exercise", help="one exercise (default: each, into OUT-NN.csv)")
     export.add_argument(
-        "--roster", type=Path, help="CSV: a 'student' column (folder names) beside the LMS's ids (docs)"
+        "--match",
+        choices=MATCH_CHOICES,
+        help="the roster column holding the submission folders' names (default: the one matching most)",
     )
+    export.add_argument(
+        "--missing",
+        choices=("leave", "zero"),
+        default="leave",
+        help="a student without a submission: left out of the file (default) or given 0",
+    )
+    export.add_argument("--column", help="Canvas: the assignment's column in the export, 'Title (id)'")
     export.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     export.set_defaults(handler=cmd_export)
 
 
+LMS_ARGS = {"canvas": "canvas", "moodle": "moodle", "moodle-gradebook": "moodle_gradebook"}
+"""``lms_files.LMS_FILES``'s keys -> the argument naming the file written."""
+MATCH_CHOICES = ("login", "sis", "email", "canvas-id", "moodle-participant", "github")
 EXPORT_EXAMPLES = """\
 examples:
-  grade export --csv grades.csv                              as `nbgrader export` writes it
-  grade export --canvas canvas.csv --roster roster.csv       Grades > Import in Canvas
-  grade export --moodle moodle.csv --roster roster.csv       Grade administration > Import > CSV file
+  grade export --csv grades.csv                                   as `nbgrader export` writes it
+  grade export --canvas canvas.csv --roster Grades-Course.csv     Canvas: Grades > Export, then Import
+  grade export --moodle 03.csv --roster worksheet.csv --exercise 03
+                                      Moodle: the assignment's grading worksheet, then Upload it back
+  grade export --moodle-gradebook m.csv --roster worksheet.csv    Moodle: Grade administration > Import
 
-roster.csv: student (the submission folder's name), then the LMS's ids: canvas_id, sis_user_id,
-sis_login_id, name, section (Canvas); idnumber, email or username (Moodle). An exercise without a
-submission, or with an invalid upload, is left without a grade; exit status 1 when a graded student is
-missing from the roster (their grades are not in the file).
+Each file holds one exercise (without --exercise: OUT-NN.csv per exercise) and a row only for a student
+with a grade in it: an importer reads a blank cell as "remove the grade". Students left out are printed
+with why; exit status 1 when a graded student is not in the roster (their grade is in no file).
 """
 
 
 def cmd_export(args: argparse.Namespace, course: Course, console: Console) -> int:
-    from grader.classroom.outputs.lms import load_roster, read_grades, write_canvas, write_moodle
-    from grader.classroom.state.gradebook import default_url, export_csv, open_gradebook
+    from grader.classroom.export import read_gradebook
+    from grader.classroom.state.gradebook import default_url
+    from grader.core.atomic import write_atomic
 
-    if not (args.csv or args.canvas or args.moodle):
-        raise UsageError("give --csv, --canvas or --moodle (or several)")
-    if (args.canvas or args.moodle) and not args.roster:
-        raise UsageError("--canvas and --moodle need --roster: the LMS's id of each student")
-    roster = load_roster(args.roster) if args.roster else []
-    unmatched: set[str] = set()
-    with open_gradebook(args.gradebook or default_url(course), course_id=course.title) as gradebook:
-        if args.csv:
-            export_csv(gradebook, args.csv)
-            console.print(f"wrote {args.csv}", markup=False, highlight=False)
-        grades = read_grades(gradebook, course)
-    for path, write in ((args.canvas, write_canvas), (args.moodle, write_moodle)):
-        if path:
-            done = write(path, grades, roster)
-            said = f"wrote {path}: {done.rows} students, {done.exercises} exercises"
-            console.print(said, markup=False, highlight=False, soft_wrap=True)
-            for invalid in done.invalid:
-                console.print(f"  no grade for an invalid upload: {invalid}", markup=False, highlight=False)
-            unmatched |= set(done.unmatched)
-    if unmatched:
-        missing = ", ".join(sorted(unmatched))
+    lms = args.canvas or args.moodle or args.moodle_gradebook
+    if not (args.csv or lms):
+        raise UsageError("give --csv, --canvas, --moodle or --moodle-gradebook")
+    if lms and not args.roster:
+        raise UsageError("--canvas and --moodle need --roster: the file downloaded from the LMS")
+    if lms and not args.roster.is_file():
+        raise UsageError(f"--roster {args.roster}: no such file")
+    if args.moodle and not args.exercise:
+        raise UsageError("--moodle needs --exercise: a grading worksheet is one assignment's")
+    if args.column and not (args.canvas and args.exercise):
+        raise UsageError("--column names the Canvas column of one exercise: give --canvas and --exercise")
+    url = args.gradebook or default_url(course)
+    contents = read_gradebook(url, course, nbgrader_csv=bool(args.csv), grades=bool(lms))
+    if contents.nbgrader_csv is not None:
+        write_atomic(args.csv, contents.nbgrader_csv)
+        console.print(f"wrote {args.csv}", markup=False, highlight=False)
+    if contents.grades is None:
+        return ExitCode.OK
+    return _export_lms(args, course, contents.grades, console)
+
+
+def _export_lms(args: argparse.Namespace, course: Course, grades: Grades, console: Console) -> int:
+    from grader.classroom.outputs.lms_files import export_to
+
+    exercises = [course.find(args.exercise)] if args.exercise else grades.exercises
+    lms, out = next((k, v) for k, v in LMS_ARGS.items() if getattr(args, v) is not None)
+    done = export_to(
+        grades,
+        exercises,
+        lms=lms,
+        out=getattr(args, out),
+        roster=args.roster,
+        match=args.match,
+        missing=args.missing,
+        column=args.column,
+    )
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    how = "the column matching the most" if done.match.chosen else "--match"
+    say(f"students found by the roster's {done.match.column!r} column ({how}: {len(done.match.rows)})")
+    for file in done.files:
+        column = f"{file.rows} students in {file.column!r}"
+        say(f"wrote {file.path}: exercise {file.exercise.key}, {column}, {file.note}")
+        for why, names in file.left_out.items():
+            say(f"  left out, {why}: {', '.join(names)}")
+    if done.unmatched:
+        missing = ", ".join(done.unmatched)
         console.print(
-            labelled("not in the roster, so not in the file:", "bold yellow", missing), soft_wrap=True
+            labelled("graded but not in the roster, so in no file:", "bold yellow", missing), soft_wrap=True
         )
-    return ExitCode.NOT_FULL_MARKS if unmatched else ExitCode.OK
+    return ExitCode.NOT_FULL_MARKS if done.unmatched else ExitCode.OK
 
 
 def add_report(commands: Subcommands) -> None:
@@ -265,6 +343,7 @@ def add_report(commands: Subcommands) -> None:
     class_report.add_argument("grades", type=Path, help="a batch's folder (grades/NN_slug)")
     class_report.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     class_report.add_argument("--anonymize", action="store_true", help="stable pseudonyms for student ids")
+    class_report.add_argument("--no-diagram", action="store_true", help="no space-time diagrams")
     class_report.set_defaults(handler=cmd_report)
 
 
@@ -278,7 +357,9 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
     _check_batch_folder(args.grades)
     deadline = batch_deadline(course, args.grades)
     refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
-    index = write_report(args.grades, args.html, deadline=deadline, anonymize=args.anonymize)
+    index = write_report(
+        args.grades, args.html, deadline=deadline, anonymize=args.anonymize, diagrams=not args.no_diagram
+    )
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
     return ExitCode.OK
 

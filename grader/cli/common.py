@@ -47,7 +47,7 @@ examples:
   grade report grades/10_tensor_parallel --anonymize   the same with pseudonyms, to share with TAs
   grade similarity grades/10_tensor_parallel    which submissions share code: a reason to look, not a verdict
   grade export --csv grades.csv                 the gradebook as `nbgrader export` writes it
-  grade export --canvas c.csv --roster r.csv    the gradebook for Canvas's grade import (--moodle: Moodle's)
+  grade export --canvas c.csv --roster Grades.csv   Canvas's import file, from its gradebook export
   grade release ../distgpu-student             the student bundle (no solutions/, no hidden tests; scanned)
   grade gradescope 02 ex02-autograder.zip      a Gradescope autograder for one exercise (CPU only there)
   grade classroom 02 ex02-starter/             a GitHub Classroom starter repository (public checks only)

@@ -17,9 +17,11 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.cli.common import EXAMPLES, Subcommands, add_run_options
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
 from grader.core.formats import to_gradescope, to_junit
+from grader.learner.diagrams import save_diagrams, show_diagrams
 from grader.learner.grade import grade_exercise, last_result, task_section
 from grader.learner.views import ProgressBar, checkpoint_summary, progress_tables, to_terminal
 from grader.runners import make_runner
@@ -70,7 +72,12 @@ def add_exercise(commands: Subcommands) -> None:
     exercise.add_argument("--json", type=Path, help="write Gradescope results.json here")
     exercise.add_argument("--junit", type=Path, help="write JUnit XML here")
     exercise.add_argument("-k", dest="part", metavar="PART", help="grade one part only (ring_allreduce)")
+    exercise.add_argument("--concept", help="grade one concept only (ring_sum); exit status 0 when earned")
     exercise.add_argument("--watch", action="store_true", help="regrade after every save (Ctrl-C stops)")
+    exercise.add_argument(
+        "--trace", action="store_true", help="diagrams of passing tests too, and Chrome trace JSON (Perfetto)"
+    )
+    exercise.add_argument("--no-diagram", action="store_true", help="no space-time diagrams of failing tests")
     add_run_options(exercise)
     exercise.set_defaults(handler=cmd_exercise)
 
@@ -78,8 +85,10 @@ def add_exercise(commands: Subcommands) -> None:
 def cmd_exercise(args: argparse.Namespace, course: Course, console: Console) -> int:
     if args.solution and args.submission:
         raise UsageError("--solution and --submission exclude each other")
-    if args.part and args.backend != "local":
-        raise UsageError("-k works with --backend local only")
+    if (args.part or args.concept) and args.backend != "local":
+        raise UsageError("-k and --concept work with --backend local only")
+    if args.trace and (args.backend != "local" or args.no_diagram):
+        raise UsageError("--trace works with --backend local only, and not with --no-diagram")
     if args.watch and (args.solution or args.submission):
         raise UsageError("--watch watches your own exercise folder: not with --solution or --submission")
     exercise = course.find(args.id)
@@ -116,13 +125,17 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
             solution=args.solution,
             device=args.device,
             part=args.part,
+            concept=args.concept,
             on_progress=bar.update,
+            trace=args.trace,
         )
     to_terminal(result, console, readme=task_section(course, exercise))
+    if not args.no_diagram:
+        show_diagrams(result, save_diagrams(exercise, result, trace=args.trace), console)
     if args.json:
-        args.json.write_text(json.dumps(to_gradescope(result), indent=2))
+        write_atomic(args.json, json.dumps(to_gradescope(result), indent=2))
     if args.junit:
-        args.junit.write_text(to_junit(result))
+        write_atomic(args.junit, to_junit(result))
     return ExitCode.OK if result.all_graded_passed else ExitCode.NOT_FULL_MARKS
 
 

@@ -17,10 +17,11 @@ from grader.classroom.intake.platforms import LEFTOVERS, Intake
 from grader.classroom.outputs.batch_files import batch_summary
 from grader.classroom.state.class_state import SET_ASIDE_DIR
 from grader.core.results import ExerciseResult, Status
+from grader.learner.views import animates
 
 
 class BatchProgressView:
-    """A rich progress bar with ETA and a live count of verdicts."""
+    """A rich progress bar with ETA and a live count of verdicts, on a terminal only (``animates``)."""
 
     def __init__(self, console: Console) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -33,6 +34,7 @@ class BatchProgressView:
             TextColumn("{task.fields[counts]}"),
             TextColumn("[dim]{task.fields[queue]}"),
             console=console,
+            disable=not animates(console),
         )
         self.counts: dict[str, int] = {}
         self.task = self.progress.add_task("grading", total=None, counts="", queue="")
@@ -62,6 +64,14 @@ class BatchProgressView:
 
 def batch_report(outcome: BatchOutcome, console: Console) -> None:
     """The batch's verdicts, how many of its submissions this run graded, and where its reports are."""
+    for stray in outcome.strays:
+        console.print(
+            f"set aside records/{stray.name}: {stray.reason}; moved to {stray.moved_to}, graded again",
+            style="bold yellow",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     batch_summary(outcome.records, console)
     this_run = set(outcome.graded)
     invalid = sum(r.result.verdict is Status.INVALID for r in outcome.records if r.student in this_run)
@@ -70,7 +80,8 @@ def batch_report(outcome: BatchOutcome, console: Console) -> None:
     said += [f"{invalid} invalid (not graded)"] if invalid else []
     said += [f"{current} unchanged since their last run (records kept)"] if current else []
     console.print(f"{', '.join(said)}; reports in {outcome.out}", soft_wrap=True, markup=False)
-    console.print(f"staged {outcome.staged} submissions once", markup=False, highlight=False)
+    plural = "" if outcome.staged == 1 else "s"
+    console.print(f"staged {outcome.staged} submission{plural} once", markup=False, highlight=False)
     if outcome.set_aside:
         aside = outcome.out / SET_ASIDE_DIR
         line = f"set aside (no submission now; their records kept in {aside}): {', '.join(outcome.set_aside)}"

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from grader.core.course import Exercise
+from grader.core.timeline import Timeline
 
 
 class Status(StrEnum):
@@ -93,6 +94,9 @@ class ExerciseResult:
     """Run-level remarks, e.g. 'the hidden suite is not available: public checks only'."""
     concepts: tuple[ConceptScore, ...] = ()
     """Score per concept (``grader.core.scoring``); empty for a result no test reported for."""
+    timelines: tuple[Timeline, ...] = ()
+    """Space-time recordings of failing multi-rank tests (of every test with ``--trace``), in test order:
+    diagnostics for diagrams, never read by scoring."""
 
     @property
     def score(self) -> float:
@@ -116,6 +120,7 @@ class ExerciseResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["tests"] = [asdict(t) | {"status": str(t.status)} for t in self.tests]
+        data["timelines"] = [t.to_dict() for t in self.timelines]
         return data
 
     @classmethod
@@ -176,7 +181,9 @@ class ExerciseResult:
         try:
             tests = tuple(TestResult(**t | {"status": Status(t["status"])}) for t in data["tests"])
             concepts = tuple(ConceptScore(**c) for c in data.get("concepts", ()))
+            timelines = tuple(Timeline.from_dict(t) for t in data.get("timelines", ()))
             fields = {k: data[k] for k in ("exercise", "title", "graded", "device", "execution_time")}
-            return cls(tests=tests, notes=tuple(data.get("notes", ())), concepts=concepts, **fields)
+            notes = tuple(data.get("notes", ()))
+            return cls(tests=tests, notes=notes, concepts=concepts, timelines=timelines, **fields)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a grading result: {exc}") from None

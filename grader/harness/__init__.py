@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from grader.harness.collectives import COLLECTIVES
     from grader.harness.outcomes import CheckFailure, CommEvent, CommLog, RankFailure, RankResult
+    from grader.harness.patterns import exchange, from_root, pairwise, peers, ring, to_root
     from grader.harness.testing import World, assert_close, assert_equal, chunk_of, comm_trace
 
 _HOMES = {
@@ -26,6 +27,12 @@ _HOMES = {
     "assert_equal": "testing",
     "chunk_of": "testing",
     "comm_trace": "testing",
+    "exchange": "patterns",
+    "from_root": "patterns",
+    "pairwise": "patterns",
+    "peers": "patterns",
+    "ring": "patterns",
+    "to_root": "patterns",
 }
 
 __all__ = [
@@ -40,6 +47,12 @@ __all__ = [
     "assert_equal",
     "chunk_of",
     "comm_trace",
+    "exchange",
+    "from_root",
+    "pairwise",
+    "peers",
+    "ring",
+    "to_root",
 ]
 
 

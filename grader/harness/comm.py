@@ -29,6 +29,7 @@ This module holds the wrappers and ``install``; ``collectives`` names what each 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -39,20 +40,25 @@ import torch.distributed.distributed_c10d as c10d
 
 from grader.harness.collectives import COLLECTIVES, GROUP_METHODS, OPS, P2P, P2P_OPS, UNNAMED
 from grader.harness.recorder import (
+    FLIGHT,
     RECORDER,
     ForbiddenCollective,
     accounted,
     global_rank,
+    group_rank,
     nested,
     note_group,
     record_p2p,
     refuse_or_record,
     tensor_bytes,
+    timed,
+    timed_wait,
     watch_world,
 )
 
-__all__ = ["COLLECTIVES", "P2P_OPS", "RECORDER", "ForbiddenCollective", "install"]
-"""What rank programs and tests use: ``install`` once, then ``RECORDER`` (reset, finish, summary) per task."""
+__all__ = ["COLLECTIVES", "FLIGHT", "P2P_OPS", "RECORDER", "ForbiddenCollective", "install"]
+"""What rank programs and tests use: ``install`` once, then ``RECORDER`` (reset, finish, summary) per task;
+the worker opens ``FLIGHT``'s file when the judge asks for timelines."""
 
 
 def _strip(wrapper: Callable[..., Any]) -> Callable[..., Any]:
@@ -75,14 +81,32 @@ def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             if not outermost:
                 return original(tensor, *args, **kwargs)
             _refuse_missing_peer(name, peer, kwargs)
-            with accounted():
+            with accounted(), _timed_p2p(name, peer_arg, tensor, args, kwargs) as call:
                 result = original(tensor, *args, **kwargs)
+                call.returned(result, sender=name == "recv")
         if name == "recv" and peer is None:
             peer = result  # recv from any source returns the sender's rank
         record_p2p(name, tensor, peer)
         return result
 
     return _strip(wrapper)
+
+
+def _timed_p2p(
+    name: str, peer_arg: str, tensor: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``timed`` for ``send(tensor, dst, group, tag, group_dst)`` (or ``src``): the peer both ways."""
+    group = args[1] if len(args) > 1 else kwargs.get("group")
+    tag = args[2] if len(args) > 2 else kwargs.get("tag", 0)
+    peer = args[0] if args else kwargs.get(peer_arg)
+    in_group = args[3] if len(args) > 3 else kwargs.get(f"group_{peer_arg}")
+    peer, in_group = (v if type(v) is int else None for v in (peer, in_group))
+    if peer is None and in_group is not None:
+        peer = global_rank(group, in_group)
+    elif in_group is None:
+        in_group = group_rank(group, peer)
+    nbytes = tensor.numel() * tensor.element_size()
+    return timed(name, group, peer=peer, group_peer=in_group, nbytes=nbytes, tag=tag)
 
 
 def _refuse_missing_peer(name: str, peer: Any, kwargs: dict[str, Any]) -> None:
@@ -99,17 +123,30 @@ def _refuse_missing_peer(name: str, peer: Any, kwargs: dict[str, Any]) -> None:
 
 
 def _wrap_collective(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    group_at = _position(original, "group")
+
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if RECORDER.depth == 0:
-            refuse_or_record(name, "", tensor_bytes(args, kwargs))
-        with nested() as outermost:
-            if not outermost:
-                return original(*args, **kwargs)
-            with accounted():
-                return original(*args, **kwargs)
+        if RECORDER.depth:
+            return original(*args, **kwargs)
+        nbytes = tensor_bytes(args, kwargs)
+        refuse_or_record(name, "", nbytes)
+        group = args[group_at] if group_at is not None and len(args) > group_at else kwargs.get("group")
+        with nested(), accounted(), timed(name, group, nbytes=nbytes) as call:
+            result = original(*args, **kwargs)
+            call.returned(result)
+            return result
 
     return _strip(wrapper)
+
+
+def _position(function: Callable[..., Any], parameter: str) -> int | None:
+    """Where ``parameter`` stands among ``function``'s positional parameters, if it is one of them."""
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names.index(parameter) if parameter in names else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -119,13 +156,31 @@ def _wrap_collective(name: str, original: Callable[..., Any]) -> Callable[..., A
 def _group_p2p(method: str, group: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """``send(tensors, dstRank, tag)``, ``recv(tensors, srcRank, tag)``, ``recv_anysource(tensors, tag)``."""
     tensors = args[0] if args else kwargs.get("tensors", [])
-    if method == "recv_anysource":
-        peer = None
-    else:
-        peer = args[1] if len(args) > 1 else kwargs.get("dstRank" if method == "send" else "srcRank")
-        peer = global_rank(group, peer)
     for tensor in tensors if isinstance(tensors, list | tuple) else [tensors]:
-        record_p2p("isend" if method == "send" else "irecv", tensor, peer)
+        record_p2p(
+            "isend" if method == "send" else "irecv",
+            tensor,
+            global_rank(group, _group_peer(method, args, kwargs)),
+        )
+
+
+def _group_peer(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    if method == "recv_anysource":
+        return None
+    peer = args[1] if len(args) > 1 else kwargs.get("dstRank" if method == "send" else "srcRank")
+    return peer if isinstance(peer, int) else None
+
+
+def _timed_method(method: str, name: str, group: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``timed`` for a process group's or backend's method: a collective on it, or its send or recv."""
+    if name != P2P:
+        return timed(name, group, nbytes=tensor_bytes(args, kwargs))
+    peer = _group_peer(method, args, kwargs)
+    tag_at = 1 if method == "recv_anysource" else 2
+    tag = args[tag_at] if len(args) > tag_at else kwargs.get("tag")
+    op = "isend" if method == "send" else "irecv"
+    nbytes = tensor_bytes(args[:1], {})
+    return timed(op, group, peer=global_rank(group, peer), group_peer=peer, nbytes=nbytes, tag=tag)
 
 
 def _wrap_group_method(
@@ -141,8 +196,12 @@ def _wrap_group_method(
         with nested() as outermost:
             if not outermost:
                 return original(self, *args, **kwargs)
-            with accounted():
+            if name == UNNAMED:
+                with accounted():
+                    return original(self, *args, **kwargs)
+            with accounted(), _timed_method(method, name, self, args, kwargs) as call:
                 result = original(self, *args, **kwargs)
+                call.returned(result)
         if name == P2P:
             _group_p2p(method, self, args, kwargs)
         return result
@@ -183,8 +242,12 @@ def _wrap_op(namespace: str, op: str, name: str, original: Callable[..., Any]) -
         with nested() as outermost:
             if not outermost:
                 return original(*args, **kwargs)
-            with accounted():
+            with (
+                accounted(),
+                timed(_op_name(op, name), _op_group(args), nbytes=tensor_bytes(args, kwargs)) as call,
+            ):
                 result = original(*args, **kwargs)
+                call.returned(result)
         if name == P2P:
             try:
                 _op_p2p(namespace, op, args, kwargs)
@@ -193,6 +256,18 @@ def _wrap_op(namespace: str, op: str, name: str, original: Callable[..., Any]) -
         return result
 
     return wrapper
+
+
+def _op_name(op: str, name: str) -> str:
+    """What a dispatcher op is called in a diagram: its collective, or for a message its direction."""
+    if name != P2P:
+        return name
+    return "isend" if "send" in op else "irecv"
+
+
+def _op_group(args: tuple[Any, ...]) -> Any:
+    """The process group among an op's arguments (a group's name for the functional ops), if it shows."""
+    return next((a for a in args if isinstance(a, _C.ProcessGroup | str)), "?")
 
 
 def _install_ops() -> None:
@@ -207,6 +282,17 @@ def _install_ops() -> None:
             targets = [packet] + [getattr(packet, overload) for overload in packet.overloads()]
             for target in targets:
                 target._op = _wrap_op(namespace, op, name, target._op)
+
+
+def _wrap_wait(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Work.wait``, timed when the work came from a recorded call: where a rank waits for its isend."""
+
+    @functools.wraps(original)
+    def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with timed_wait(self):
+            return original(self, *args, **kwargs)
+
+    return _strip(wait)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -225,5 +311,7 @@ def install() -> None:
             if method in vars(cls):
                 setattr(cls, method, _wrap_group_method(cls.__name__, method, name, vars(cls)[method]))
     _install_ops()
+    # a pybind class's method, replaced on purpose, like the process group's above
+    _C.Work.wait = _wrap_wait(_C.Work.wait)  # type: ignore[method-assign]
     if dist.is_initialized():
         note_group(c10d._get_default_group())

@@ -124,7 +124,10 @@ class WorldTimeout(Exception):
         stuck: list[int] | None = None,
         finished: list[int] | None = None,
         details: list[str] | None = None,
+        places: dict[int, str] | None = None,
     ) -> None:
+        """``places``: where each stuck rank waits, as the message says it (``stacks.where_stuck``)."""
+        self.stuck, self.places = stuck or [], places or {}
         if stuck is None:
             super().__init__(str(timeout_s))
             return

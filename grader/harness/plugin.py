@@ -38,6 +38,7 @@ from grader.harness.outcomes import (
 )
 from grader.harness.pool import Pools
 from grader.harness.testing import Hangs, World, comm_trace
+from grader.harness.timelines import TestFacts, Timelines
 
 
 class GradingPlugin:
@@ -53,14 +54,17 @@ class GradingPlugin:
         gpus: int,
         artifacts_dir: Path | None = None,
         only_parts: tuple[str, ...] = (),
+        only_concept: str | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         shuffle_seed: int | None = None,
+        trace: bool = False,
     ) -> None:
-        """``only_parts`` grades those parts alone (all when empty); ``on_progress(done, total)`` is called
-        as each test ends; ``shuffle_seed`` runs the tests in a random order (no score may depend
-        on it)."""
+        """``only_parts`` grades those parts alone (all when empty), ``only_concept`` that concept's tests
+        alone; ``on_progress(done, total)`` is called as each test ends; ``shuffle_seed`` runs the tests in
+        a random order (no score may depend on it); ``trace`` keeps the timeline of every multi-rank test,
+        passed ones too, whole."""
         self.course, self.exercise, self.pools = course, exercise, pools
-        self.only_parts, self.on_progress = only_parts, on_progress
+        self.only_parts, self.only_concept, self.on_progress = only_parts, only_concept, on_progress
         self._total = 0
         self.device, self.gpus = device, gpus
         self.artifacts_dir = artifacts_dir
@@ -69,6 +73,9 @@ class GradingPlugin:
         self.results: list[TestResult] = []
         self.errors: list[str] = []
         """Problems with the suite itself (collection errors, unknown parts): course bugs, not verdicts."""
+        self.trace = trace
+        self.timelines = Timelines(trace=trace)
+        """Space-time recordings of failing multi-rank tests (all of them with ``trace``): diagnostics."""
         self.shuffle_seed = shuffle_seed
         self._parts = {p.id: p for p in exercise.parts}
         self._tests_per_part: dict[str, int] = {}
@@ -126,6 +133,8 @@ class GradingPlugin:
             self._tests_per_concept[part.id, concept] = self._tests_per_concept.get((part.id, concept), 0) + 1
         if self.only_parts:
             known = [i for i in known if self._part_id(i) in self.only_parts]
+        if self.only_concept is not None:
+            known = [i for i in known if self._concepts[i.nodeid] == self.only_concept]
         if self.shuffle_seed is not None:
             random.Random(self.shuffle_seed).shuffle(known)
         items[:] = known
@@ -230,9 +239,24 @@ class GradingPlugin:
                 self._deferred.append((item, result))
                 return report
             self.results.append(result)
+            self._record_timeline(item, call, result)
             if self.on_progress is not None:
                 self.on_progress(len(self.results), self._total)
         return report
+
+    def _record_timeline(self, item: pytest.Item, call: pytest.CallInfo[None], result: TestResult) -> None:
+        """Keep the test's space-time recording: a multi-rank test that failed after its ranks ran (any such
+        test with ``trace``). Nothing here reaches a score."""
+        world = getattr(item, "funcargs", {}).get("world")
+        if not isinstance(world, World) or world.size < 2 or not result.ran:
+            return
+        if result.status is Status.BLOCKED or (result.status is Status.PASSED and not self.trace):
+            return
+        hang = call.excinfo.value if call.excinfo else None
+        stuck = hang.places if isinstance(hang, WorldTimeout) else {}
+        concept = self._parts[result.part].concept(result.concept)
+        facts = TestFacts.of(result, concept.idea if concept else "", stuck)
+        self.timelines.add(world.read_flights(), facts, world.expected)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:

@@ -3,6 +3,9 @@
 ``comm``'s wrappers record into ``RECORDER``: point-to-point messages as events, collectives by name, and
 what the process groups' sequence numbers advanced by while a wrapper let a call through. ``finish``
 compares that with how far the sequence numbers really moved (see ``comm``'s docstring).
+
+Each outermost call is also timed into ``FLIGHT``, the rank's flight file (``flight``), for space-time
+diagrams: diagnostics only, which no grade reads.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 import torch
 import torch._C._distributed_c10d as _C
 import torch.distributed.distributed_c10d as c10d
+
+from grader.harness.flight import FlightLog
 
 
 class ForbiddenCollective(RuntimeError):
@@ -43,6 +48,8 @@ class CommRecorder:
         self.events, self.collectives, self.forbidden, self.depth = [], [], forbidden, 0
         self.collective_bytes = []
         self.accounted, self.unrecorded, self.baseline = 0, 0, _sequence_numbers()
+        FLIGHT.reset(c10d.get_world_size() if c10d.is_initialized() else 1)
+        _WORKS.clear()
 
     def finish(self) -> None:
         """After the task: compare the groups' sequence numbers with what the wrappers let through.
@@ -72,6 +79,8 @@ class CommRecorder:
 
 
 RECORDER = CommRecorder()
+FLIGHT = FlightLog()
+"""The rank's flight file: the worker opens it (``fd``) when the judge asks for timelines."""
 
 # ---------------------------------------------------------------------------------------------------------
 # the process groups and their sequence numbers
@@ -186,3 +195,114 @@ def accounted() -> Iterator[None]:
         yield
     finally:
         RECORDER.accounted += _sequence_total() - before
+
+
+# ---------------------------------------------------------------------------------------------------------
+# timing calls into the flight file
+
+Group = tuple[str, tuple[int, ...]]
+"""A process group as the flight file names it: its name and its members' global ranks."""
+_UNKNOWN: Group = ("?", ())
+_GROUP_INFO: dict[Any, tuple[Any, Group]] = {}
+"""By ``id`` of the group (None: the default group): the group itself (held, so the id stays its own) and
+its ``Group``."""
+_WORKS: dict[int, tuple[Any, int, Group, int | None]] = {}
+"""By ``id`` of a ``Work`` a recorded call returned: the work (held), the call's index, group and peer."""
+
+
+def group_info(group: Any) -> Group:
+    """The name and members of ``group``: a process group, None for the default one, or a group's name (the
+    functional collectives'); ``("?", ())`` when it is none of these."""
+    key = None if group is None else id(group)
+    cached = _GROUP_INFO.get(key)
+    if cached is not None and cached[0] is group:
+        return cached[1]
+    info = _describe_group(_resolve(group))
+    _GROUP_INFO[key] = (group, info)
+    return info
+
+
+def _resolve(group: Any) -> Any:
+    if group is None and c10d.is_initialized():
+        return c10d._get_default_group()
+    if isinstance(group, str):
+        names = getattr(getattr(c10d, "_world", None), "pg_names", {}) or {}
+        return next((pg for pg, name in list(names.items()) if name == group), None)
+    return group
+
+
+def _describe_group(group: Any) -> Group:
+    if not isinstance(group, _C.ProcessGroup):
+        return _UNKNOWN
+    try:
+        return str(group.group_name), tuple(c10d.get_process_group_ranks(group))
+    except Exception:  # a group distributed_c10d does not know (a reload, one built by hand)
+        return _UNKNOWN
+
+
+def group_rank(group: Any, peer: int | None) -> int | None:
+    """Global rank ``peer``'s rank in ``group`` (None: the default group, where the two are the same)."""
+    if peer is None or group is None:
+        return peer
+    members = group_info(group)[1]
+    return members.index(peer) if peer in members else None
+
+
+class TimedCall:
+    """A call being timed: ``returned`` notes what it gave back (a ``Work`` to time its wait, a sender)."""
+
+    __slots__ = ("group", "index", "peer")
+
+    def __init__(self, index: int | None, group: Group, peer: int | None) -> None:
+        self.index, self.group, self.peer = index, group, peer
+
+    def returned(self, result: Any, *, sender: bool = False) -> None:
+        """``result`` of the call: a ``Work`` is remembered for its ``wait``; with ``sender``, the rank a
+        receive from any source got its message from."""
+        if self.index is None:
+            return
+        if sender and isinstance(result, int):
+            self.peer = result
+        elif isinstance(result, _C.Work):
+            _WORKS[id(result)] = (result, self.index, self.group, self.peer)
+
+
+@contextmanager
+def timed(
+    op: str,
+    group: Any,
+    *,
+    peer: int | None = None,
+    group_peer: int | None = None,
+    nbytes: int = 0,
+    tag: int | None = None,
+) -> Iterator[TimedCall]:
+    """Time call ``op`` on ``group`` into the flight file: a ``b`` line now, an ``e`` line when it ends."""
+    if FLIGHT.fd is None:
+        yield TimedCall(None, _UNKNOWN, peer)
+        return
+    info = group_info(group)
+    index = FLIGHT.begin(op, peer=peer, group_peer=group_peer, nbytes=nbytes, tag=tag, group=info)
+    call, ok = TimedCall(index, info, peer), False
+    try:
+        yield call
+        ok = True
+    finally:
+        FLIGHT.end(index, ok=ok, peer=call.peer)
+
+
+@contextmanager
+def timed_wait(work: Any) -> Iterator[None]:
+    """Time a ``wait`` on ``work`` when a recorded call returned it (a student's ``req.wait()``)."""
+    entry = _WORKS.get(id(work))
+    if entry is None or entry[0] is not work or RECORDER.depth:
+        yield
+        return
+    _, of, group, peer = entry
+    index = FLIGHT.begin("wait", peer=peer, group_peer=None, nbytes=0, tag=None, group=group, of=of)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        FLIGHT.end(index, ok=ok)

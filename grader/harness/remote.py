@@ -255,6 +255,7 @@ class NodeRankFactory:
             programs_dir=self.scratch / "programs",
             log_path=run_dir / spec.log_path.name,
             stack_path=run_dir / spec.stack_path.name,
+            flight_path=run_dir / spec.flight_path.name if spec.flight_path else None,
             store_address=self.store_address,
         )
 

@@ -9,6 +9,7 @@ import torch
 
 from grader.core.results import NOT_RUN
 from grader.harness.outcomes import CheckFailure, CommEvent, RankResult, SameCallHung, WorldTimeout
+from grader.harness.patterns import Pattern
 from grader.harness.world import LiveRanks
 
 Hangs = dict[tuple[Any, ...], str]
@@ -39,6 +40,19 @@ class World:
         self._test = test
         self.last: list[RankResult] | None = None
         """The results of the last task that came back from every rank (for the failure trace)."""
+        self.expected: Pattern | None = None
+        """The message pattern the test expects (``expect``), for its space-time diagram."""
+        self.submitted = False
+        """Whether the test gave this world a task (only then has it a recording to draw)."""
+
+    def expect(self, pattern: Pattern) -> None:
+        """State the messages a correct answer sends (``grader.harness.patterns``): a failing test's diagram
+        then names the first point where the recording departs from it. Diagnostics only: no grade uses it."""
+        self.expected = pattern
+
+    def read_flights(self) -> list[str]:
+        """Every rank's recording of the last task (``flight``), in rank order; [] when there is none."""
+        return self._pool.read_flights() if self.submitted else []
 
     def call(
         self,
@@ -83,7 +97,7 @@ class World:
         key = call_key(tasks[0], self.size)
         if key in self._hangs:
             raise SameCallHung(f"{NOT_RUN}{key[0]} {self._hangs[key]}; the same call would hang again")
-        self.last = None
+        self.last, self.submitted = None, True
         try:
             self.last = self._pool.submit(tasks, self._timeout_s)
         except WorldTimeout as hang:

@@ -54,6 +54,8 @@ class WorkerSpec:
     store_address: str | None = None
     """``host:port`` of the judge's TCPStore (multi-node worlds; ``store_path`` then only names the
     world's keys). None: rendezvous through the file at ``store_path``."""
+    flight_path: Path | None = None
+    """Where the rank times its calls for space-time diagrams (``flight``); None: it times nothing."""
 
     def to_fields(self) -> dict[str, Any]:
         """Plain JSON fields, for the trip to the rank factory."""
@@ -61,8 +63,10 @@ class WorkerSpec:
 
     @classmethod
     def from_fields(cls, fields: dict[str, Any]) -> WorkerSpec:
-        paths = {f.name for f in dataclasses.fields(cls) if f.type in ("Path", Path)}
-        values: dict[str, Any] = {k: Path(v) if k in paths else v for k, v in fields.items()}
+        paths = {f.name for f in dataclasses.fields(cls) if f.type in ("Path", Path, "Path | None")}
+        values: dict[str, Any] = {
+            k: Path(v) if k in paths and v is not None else v for k, v in fields.items()
+        }
         return cls(**values)
 
 
@@ -104,6 +108,9 @@ def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> Non
     _redirect_output(spec.log_path)
     stack_file = open(spec.stack_path, "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    if spec.flight_path is not None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
+        comm.FLIGHT.fd = os.open(spec.flight_path, flags, 0o644)
     _first_to_go_on_oom()
     _yield_cpu_to_the_judge()
     if spec.run_as_uid is not None:

@@ -19,6 +19,7 @@ from typing import Any
 from grader.core.sandbox import RankLimits, Sandbox
 from grader.harness import wire
 from grader.harness.factory import FactoryError, RankFactory, RankProcess
+from grader.harness.flight import MAX_FLIGHT_BYTES
 from grader.harness.outcomes import (
     RankResult,
     WorldCrashed,
@@ -57,6 +58,8 @@ class WorldConfig:
     limits: RankLimits | None = None
     preload: tuple[str, ...] = ()
     """Modules the rank factory imports besides ``factory.PRELOAD`` (the exercise's ``preload``)."""
+    timelines: bool = True
+    """Ranks time their calls into flight files, for space-time diagrams (off: the benchmark's baseline)."""
 
 
 Factory = RankFactory | NodeRankFactory
@@ -92,6 +95,8 @@ class LiveRanks:
         self.retired = False
         """Set when a task left too much running in a rank: the world serves no further test, and is stopped
         before the next one starts."""
+        self.flights: list[tuple[Factory, Path]] = []
+        """Each rank's flight file and the factory that reads it; kept after the ranks are killed."""
 
     # -----------------------------------------------------------------------------------------------------
     # life cycle
@@ -104,6 +109,7 @@ class LiveRanks:
             run_dir.chmod(0o777)  # the ranks create the rendezvous store here after dropping privileges
         for rank in range(self.size):
             self._ranks.append(self._start_rank(rank, run_dir))
+        self.flights = [(r.factory, r.spec.flight_path) for r in self._ranks if r.spec.flight_path]
         self._await_ready()
         self.start_seconds = time.perf_counter() - started
 
@@ -124,6 +130,7 @@ class LiveRanks:
             run_as_uid=self.config.run_as_uid,
             limits=None if self.config.limits is None else self.config.limits.for_rank(per_node),
             local_rank=rank % (per_node if self.shared_gpus is None else self.shared_gpus),
+            flight_path=run_dir / f"rank{rank}.flight" if self.config.timelines else None,
         )
         spec = factory.place(spec)
         process, tasks, replies = factory.fork(spec)
@@ -177,6 +184,10 @@ class LiveRanks:
         deadline = time.monotonic() + 5.0
         if any(p.join(max(0.0, deadline - time.monotonic())) is None for p in processes):
             factory.close()
+
+    def read_flights(self) -> list[str]:
+        """Each rank's flight file as it stands (the last task's calls), in rank order; [] without them."""
+        return [factory.read(path, MAX_FLIGHT_BYTES) for factory, path in self.flights]
 
     # -----------------------------------------------------------------------------------------------------
     # tasks
@@ -253,13 +264,14 @@ class LiveRanks:
         for rank in stuck:
             place = where_stuck(rank.factory.read(rank.spec.stack_path), rank.spec.impl_dir)
             ranks_by_place.setdefault(place, []).append(rank.spec.rank)
+        places = {rank: place for place, ranks in ranks_by_place.items() for rank in ranks}
         lines = [f"  {_rank_list(ranks, self.size)} {place}" for place, ranks in ranks_by_place.items()]
         failed = {rank: reply for rank, reply in self._answered.items() if not reply.get("ok")}
         if failed:  # a rank that raised left its peers waiting for it: its error is the cause, say it first
             cause = failure(failed, self.size)
             lines.insert(0, f"  first, rank {cause.rank}/{self.size} raised {cause}")
         self.kill()
-        return WorldTimeout(timeout_s, [r.spec.rank for r in stuck], finished, lines)
+        return WorldTimeout(timeout_s, [r.spec.rank for r in stuck], finished, lines, places)
 
 
 def _may_be_poisoned(replies: dict[int, Any]) -> bool:

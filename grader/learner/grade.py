@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult
 from grader.core.submission import file_hashes
@@ -26,13 +27,17 @@ def grade_exercise(
     solution: bool,
     device: str,
     part: str | None = None,
+    concept: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    trace: bool = False,
 ) -> ExerciseResult:
     """Grade the student's folder, a submission (folder or zip) or, with ``solution``, the reference.
 
-    ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. Grading the student's own
-    folder remembers the result for ``grade list`` and adds an attempt to their progress store; a store
-    that fails adds a note to the result instead of failing the grade.
+    ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone, ``concept`` that concept
+    alone (a check, as GitHub Classroom's steps run it: not an attempt); ``trace`` keeps the timeline of
+    every multi-rank test, passed ones too (``--trace``). Grading the student's own folder remembers the
+    result for ``grade list`` and adds an attempt to their progress store; a store that fails adds a note to
+    the result instead of failing the grade.
     """
     job = grade_job(
         course=course,
@@ -41,10 +46,12 @@ def grade_exercise(
         solution=solution,
         device=device,
         part=part,
+        concept=concept,
         on_progress=on_progress,
+        trace=trace,
     )
     result = runner.run(job)
-    if not solution and submission is None:
+    if not solution and submission is None and concept is None:
         part_id = job.parts[0] if job.parts else None
         if part_id is None:
             _remember(course, result)
@@ -75,7 +82,7 @@ def _record_attempt(
 def _remember(course: Course, result: ExerciseResult) -> None:
     folder = course.root / RESULTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{result.exercise}.json").write_text(json.dumps(result.to_dict(), indent=1))
+    write_atomic(folder / f"{result.exercise}.json", json.dumps(result.to_dict(), indent=1))
 
 
 def last_result(course: Course, exercise: Exercise) -> ExerciseResult | None:

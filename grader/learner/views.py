@@ -19,13 +19,25 @@ if TYPE_CHECKING:
     from grader.learner.progress import ExerciseProgress, SectionProgress
 
 
+def animates(console: Console) -> bool:
+    """Whether a live display (a bar, a spinner) may redraw: only when the console writes to a terminal.
+    Not ``console.is_terminal``: rich takes ``FORCE_COLOR``, which many Actions workflows and GitHub
+    Classroom's command grader set, for a terminal, and a bar redrawn into a log is kilobytes of cursor
+    movement and carriage returns. Colour stays: it is harmless in a log."""
+    isatty = getattr(console.file, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed file
+        return False
+
+
 class ProgressBar:
     """A transient bar of tests done, on a terminal only: logs and pipes get the report alone."""
 
     def __init__(self, console: Console, label: str) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.enabled = console.is_terminal
+        self.enabled = animates(console)
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

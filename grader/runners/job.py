@@ -29,8 +29,13 @@ class GradeJob:
     """'auto' (CUDA when available), 'cpu' (gloo) or 'cuda' (NCCL, one GPU per rank)."""
     parts: tuple[str, ...] = ()
     """Grade only these parts ('02.ring_allreduce', ...); empty grades them all. The local runner only."""
+    concept: str | None = None
+    """Grade only this concept's tests (of the one part in ``parts``); the local runner only."""
     on_progress: Callable[[int, int], None] | None = None
     """Called with (tests finished, tests in all) as tests end; the local runner only."""
+    trace: bool = False
+    """Keep the space-time timeline of every multi-rank test, passed ones too, whole (``--trace``); the
+    local runner only."""
     staging_notes: tuple[str, ...] | None = None
     """What staging said of the upload, when the caller staged it already (``grade batch`` stages each upload
     once): ``source`` is then that staged copy, and these notes replace what copying it would say (the copy
@@ -45,14 +50,19 @@ def grade_job(
     solution: bool,
     device: str,
     part: str | None = None,
+    concept: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    trace: bool = False,
 ) -> GradeJob:
     """The job that grades the student's folder, a submission (folder or zip) or, with ``solution``, the
-    reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone. ``UsageError``
-    for an exercise without graded parts or an unknown part."""
+    reference; ``part`` ('ring_allreduce' or '02.ring_allreduce') grades that part alone, ``concept`` that
+    concept of it alone (its part found when ``part`` is None); ``trace`` keeps every multi-rank test's
+    timeline. ``UsageError`` for an exercise without graded parts, an unknown part or concept."""
     if not exercise.parts:
         raise UsageError(f"exercise {exercise.key} ({exercise.slug}) has no graded parts yet")
     part_id = resolve_part(exercise, part) if part is not None else None
+    if concept is not None:
+        part_id = resolve_concept(exercise, concept, part_id)
     if solution:
         source, label = course.solution_dir(exercise), "the reference solution"
     elif submission is not None:
@@ -67,7 +77,9 @@ def grade_job(
         label=label,
         device=device,
         parts=(part_id,) if part_id else (),
+        concept=concept,
         on_progress=on_progress,
+        trace=trace,
     )
 
 
@@ -78,6 +90,18 @@ def resolve_part(exercise: Exercise, ref: str) -> str:
             return part.id
     names = ", ".join(p.id.split(".", 1)[1] for p in exercise.parts)
     raise UsageError(f"exercise {exercise.key} has no part {ref!r}; its parts are {names}")
+
+
+def resolve_concept(exercise: Exercise, concept: str, part_id: str | None) -> str:
+    """The id of the part that grades ``concept`` (a part without concepts is one, named as the part);
+    ``UsageError`` naming the concepts of ``part_id`` (or of the exercise) otherwise."""
+    parts = [p for p in exercise.parts if part_id in (None, p.id)]
+    for part in parts:
+        if concept in [c.name for c in part.concepts] or (not part.concepts and concept == part.name):
+            return part.id
+    names = ", ".join(c for p in parts for c in ([c.name for c in p.concepts] or [p.name]))
+    where = f"part {part_id}" if part_id else f"exercise {exercise.key}"
+    raise UsageError(f"{where} has no concept {concept!r}; its concepts are {names}")
 
 
 class Runner(Protocol):

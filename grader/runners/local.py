@@ -54,6 +54,7 @@ class LocalRunner:
         shuffle_seed: int | None = None,
         factory: RankFactory | None = None,
         keep_factory: bool = False,
+        timelines: bool = True,
     ) -> None:
         """``sandbox_mode``: ``auto`` (default, from ``DISTGPU_SANDBOX``), ``bwrap`` (required) or ``none``.
         ``limits``: the rank limits inside the sandbox (default ``RankLimits()``).
@@ -65,7 +66,8 @@ class LocalRunner:
         ``keep_factory``: one factory, in one sandbox and one scratch folder, serves every run of the same
         exercise in a row (torch is imported once, not once per run; ``close`` ends it). Only for code of one
         author: ``grade validate`` grades the course's own references, stubs and corpora this way. Each
-        submission of a class gets its own, so that nothing one leaves behind meets the next."""
+        submission of a class gets its own, so that nothing one leaves behind meets the next.
+        ``timelines=False``: ranks time nothing for space-time diagrams (the benchmark's baseline)."""
         if factory is not None and sandbox_mode != "none":
             raise ValueError("a rank factory launched by the caller runs unsandboxed: sandbox_mode='none'")
         self.factory = factory
@@ -76,6 +78,7 @@ class LocalRunner:
         self.programs_root = programs_root
         self.shuffle_seed = shuffle_seed
         self.keep_factory = keep_factory
+        self.timelines = timelines
         self._kept: _KeptFactory | None = None
         self._uid_lease: rank_uids.RankUidLease | None = None
         self.last_pools: Pools | None = None
@@ -95,6 +98,11 @@ class LocalRunner:
         if plugin.errors:
             raise SuiteError("\n".join(plugin.errors))
         notes += [f"saved {what}: {path}" for what, path in plugin.artifacts if path.exists()]
+        if plugin.timelines.left_out:
+            notes.append(
+                f"{plugin.timelines.left_out} failing test(s) got no space-time diagram: the recordings "
+                "of the others filled this run's share"
+            )
         if self.last_pools is not None and self.last_pools.nodes_used:
             notes.append(
                 f"multi-node parts ran their ranks on {', '.join(sorted(self.last_pools.nodes_used))}"
@@ -104,7 +112,7 @@ class LocalRunner:
             notes.append(
                 "public checks only: the hidden tests run when you submit, so this is not your final score"
             )
-        ordered = tuple(sorted(plugin.results, key=lambda t: tuple(int(n) for n in t.number.split("."))))
+        ordered = tuple(sorted(plugin.results, key=lambda t: _number_key(t.number)))
         tests, concepts = score_by_concept(ordered, job.exercise)
         return ExerciseResult(
             exercise=job.exercise.key,
@@ -115,6 +123,7 @@ class LocalRunner:
             execution_time=round(time.perf_counter() - started, 3),
             notes=tuple(notes),
             concepts=concepts,
+            timelines=tuple(sorted(plugin.timelines.kept, key=lambda t: _number_key(t.number))),
         )
 
     def open_worlds(self, job: GradeJob, scratch: Path) -> tuple[Pools, str, int]:
@@ -174,6 +183,7 @@ class LocalRunner:
             sandbox=box,
             limits=self._rank_limits(box, run_as_uid, device),
             preload=job.exercise.preload,
+            timelines=self.timelines,
         )
 
     def _check_ranks_can_read(self, config: WorldConfig) -> None:
@@ -225,8 +235,10 @@ class LocalRunner:
             gpus=gpus,
             artifacts_dir=None if self.run_as_uid is not None else artifacts,
             only_parts=job.parts,
+            only_concept=job.concept,
             on_progress=job.on_progress,
             shuffle_seed=self.shuffle_seed,
+            trace=job.trace,
         )
 
     def _kept_scratch(self, job: GradeJob) -> Path:
@@ -296,6 +308,11 @@ class _KeptFactory:
     factory: RankFactory | None = None
     checked: bool = False
     """Whether the ranks' files were found readable (``preflight``): once per kept factory."""
+
+
+def _number_key(number: str) -> tuple[int, ...]:
+    """'2.10' after '2.9': a test's number as Gradescope's 'number' orders it."""
+    return tuple(int(n) for n in number.split("."))
 
 
 def _suites(job: GradeJob) -> list[Path]:

@@ -13,7 +13,8 @@ from functools import reduce as fold
 import pytest
 import torch
 
-from grader.harness import World, assert_equal
+from grader.harness import World, assert_equal, from_root, pairwise, to_root
+from grader.harness.patterns import Pattern
 
 # Every torch.distributed collective the harness knows, except barrier (which moves no data).
 FORBID = [
@@ -65,6 +66,9 @@ def total(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 def call(world: World, function: str, args: list[tuple]) -> list:
     """Run `function` on every rank with built-in collectives forbidden; every rank must send or receive."""
+    pattern = expected_pattern(function, args)
+    if pattern is not None:
+        world.expect(pattern)  # a failure's space-time diagram names the first message that departs from it
     results = world.call("collectives", function, args=args, forbid=FORBID)
     for res in results:
         assert world.size == 1 or res.comm.events, (
@@ -72,6 +76,16 @@ def call(world: World, function: str, args: list[tuple]) -> list:
             "point-to-point messages (dist.send/recv/isend/irecv)"
         )
     return results
+
+
+def expected_pattern(function: str, args: list[tuple]) -> Pattern | None:
+    """What the README demands of the messages: a broadcast forwards what it has, a reduce sends its partial
+    sum once, the others exchange pairwise; all_reduce (a reduce then a broadcast) states none."""
+    if function == "broadcast":
+        return from_root(args[0][1])
+    if function == "reduce":
+        return to_root(args[0][1])
+    return pairwise() if function in ("all_gather", "reduce_scatter", "all_to_all") else None
 
 
 def roots(p: int) -> list[int]:

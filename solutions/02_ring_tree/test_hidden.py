@@ -30,7 +30,7 @@ from functools import reduce as fold
 import pytest
 import torch
 
-from grader.harness import COLLECTIVES, CheckFailure, World, assert_equal, chunk_of
+from grader.harness import COLLECTIVES, CheckFailure, World, assert_equal, chunk_of, patterns
 
 # Every torch.distributed collective the harness knows. An all-reduce needs none of them, not even a barrier.
 FORBID = list(COLLECTIVES)  # every collective the harness knows
@@ -54,7 +54,21 @@ def traffic(world: World, function: str, inputs: list[torch.Tensor]) -> list:
     The message tests use it, so that a wrong sum costs the concepts about sums and not, on top of them, the
     ones about messages when the messages were right.
     """
+    expect(world, function, world.size)
     return world.call("allreduce", function, args=[(x.clone(),) for x in inputs], forbid=FORBID)
+
+
+def expect(world: World, function: str, p: int) -> None:
+    """State the messages the README demands (for a failure's space-time diagram): a ring for the ring;
+    recursive doubling's swaps with one partner per bit when p is a power of two; nothing for the tree."""
+    if function == "ring_allreduce":
+        world.expect(patterns.ring(messages=lambda p: 2 * (p - 1)))
+    elif function == "recursive_doubling_allreduce" and p & (p - 1) == 0:
+        rounds = p.bit_length() - 1
+        swaps = patterns.peers(
+            "recursive doubling", lambda r, q: {r ^ (1 << k) for k in range(rounds)}, each_once=True
+        )
+        world.expect(swaps)
 
 
 def allreduce(world: World, function: str, inputs: list[torch.Tensor], what: str = "") -> list:
@@ -789,6 +803,8 @@ def check_subgroups(world: World, function: str, n: int, seed: int, kwargs: dict
             {"function": function, "split": split, "args": [made[r]] if r in made else None, "kwargs": kwargs}
             for r in range(p)
         ]
+        if function == "ring_allreduce":
+            expect(world, function, p)  # a ring in every group: group ranks, group sizes
         results = world.run("rank_programs:in_group", inputs=inputs, forbid=FORBID)
         for res in results:
             if res.rank not in made:

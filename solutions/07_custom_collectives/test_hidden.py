@@ -35,7 +35,7 @@ from coursekit.schedules import (
     from_data,
     schedule_time,
 )
-from grader.harness import World, assert_equal
+from grader.harness import World, assert_equal, peers
 
 _RNG = random.Random(2030)  # three more shapes, drawn here and never shipped: 1..5 nodes of 1..5 GPUs
 SHAPES = [(2, 4), (1, 4), (4, 1), (2, 2), (3, 2), (2, 3), (4, 2)]
@@ -117,6 +117,13 @@ def within_network_budget(s: Schedule, n: int, g: int, most: int, what: str) -> 
 
 def run_for_real(world: World, function: str, nodes: int, gpus: int, inputs: list[torch.Tensor]) -> list:
     kwargs = {"nodes": nodes, "gpus_per_node": gpus}
+    # for a failure's space-time diagram: a GPU talks within its node, or to the same GPU of another node
+    world.expect(
+        peers(
+            "a hierarchical schedule (within a node, or to the same GPU of another node)",
+            lambda r, p: {j for j in range(p) if j != r and (j // gpus == r // gpus or j % gpus == r % gpus)},
+        )
+    )
     inputs = [{"function": function, "kwargs": kwargs, "tensor": x} for x in inputs]
     return world.run("rank_programs:run", inputs=inputs, forbid=["all_reduce", "all_gather", "broadcast"])
 

@@ -22,7 +22,7 @@ import torch
 
 from coursekit import fr_scenarios as fr
 from coursekit.flight_recorder import Group, Recorder, dumps_of, world_group
-from grader.harness import World, assert_equal
+from grader.harness import World, assert_equal, peers
 
 # ---------------------------------------------------------------------------------------------------------
 # 08.flight_recorder
@@ -171,6 +171,10 @@ COLLECTIVES = [
 ]  # fmt: skip
 
 
+HALO = peers("a halo exchange", lambda r, p: {(r - 1) % p, (r + 1) % p}, messages=2)
+"""For a failure's space-time diagram: one message to each neighbour (left may be right)."""
+
+
 @pytest.mark.concept("break_the_send_cycle")
 @pytest.mark.part("08.halo_exchange")
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
@@ -180,6 +184,7 @@ def test_halo_uneven_parts(world: World, dtype: torch.dtype) -> None:
     g = torch.Generator().manual_seed(p)
     parts = [torch.randint(-50, 50, (n,), generator=g).to(dtype) for n in lengths]
     # no forbid here: a collective is the budget's concern (test_halo_messages), not the cycle's
+    world.expect(HALO)
     results = world.call("hangs", "halo_stencil", args=[(x,) for x in parts])
     for res, want in zip(results, stencil(parts), strict=True):
         assert_equal(res.returned, want, rank=res.rank, world_size=p, what="stencil")
@@ -190,6 +195,7 @@ def test_halo_uneven_parts(world: World, dtype: torch.dtype) -> None:
 def test_halo_messages(world: World) -> None:
     p = world.size
     parts = [torch.arange(3) + 10 * r for r in range(p)]
+    world.expect(HALO)
     for res in world.call("hangs", "halo_stencil", args=[(x,) for x in parts], forbid=COLLECTIVES):
         r = res.rank
         sends = sorted(e.peer for e in res.comm.events if e.op in ("send", "isend"))

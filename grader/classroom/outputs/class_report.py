@@ -11,10 +11,12 @@ in the grades folder, so that the same student keeps the same pseudonym from one
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import io
 import secrets
+import shutil
 from collections.abc import Callable
 from datetime import datetime
 from html import escape
@@ -24,6 +26,8 @@ from typing import Any
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
 from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import Record, RecordStore
+from grader.core.atomic import atomic_path, write_atomic
+from grader.core.diagrams.files import write_diagrams
 from grader.core.errors import UsageError
 from grader.core.results import Status
 
@@ -51,22 +55,37 @@ document.querySelectorAll("table.sortable th").forEach((th, col) => th.addEventL
 
 
 def write_report(
-    grades: Path, out: Path | None = None, *, deadline: datetime | None = None, anonymize: bool = False
+    grades: Path,
+    out: Path | None = None,
+    *,
+    deadline: datetime | None = None,
+    anonymize: bool = False,
+    diagrams: bool = True,
 ) -> Path:
     """Read ``grades`` (a batch's folder: records/, reference/), write the report into ``out`` (default
     ``grades/report``); return the class page's path. ``deadline``: what makes a submission late. (The
-    records as the last batch left them: a student it set aside is no longer in records/.)"""
+    records as the last batch left them: a student it set aside is no longer in records/.) ``diagrams``:
+    each student's space-time diagrams in ``students/<student>/diagrams/``, linked from their page (off:
+    none, and none left from an earlier report)."""
     records = RecordStore(grades / "records", sweep=False).all()
-    return _write(records, grades, out or grades / REPORT_DIR, deadline=deadline, anonymize=anonymize)
+    out = out or grades / REPORT_DIR
+    return _write(records, grades, out, deadline=deadline, anonymize=anonymize, diagrams=diagrams)
 
 
-def write_class_report(klass: ClassState, grades: Path, *, deadline: datetime | None) -> Path:
+def write_class_report(klass: ClassState, grades: Path, *, deadline: datetime | None, diagrams: bool) -> Path:
     """The report of a batch's class (``grades/report``), its records as the batch read them."""
-    return _write(klass.records, grades, grades / REPORT_DIR, deadline=deadline, anonymize=False)
+    out = grades / REPORT_DIR
+    return _write(klass.records, grades, out, deadline=deadline, anonymize=False, diagrams=diagrams)
 
 
 def _write(
-    records: list[Record], grades: Path, out: Path, *, deadline: datetime | None, anonymize: bool
+    records: list[Record],
+    grades: Path,
+    out: Path,
+    *,
+    deadline: datetime | None,
+    anonymize: bool,
+    diagrams: bool,
 ) -> Path:
     """The class page and one page per student of ``records`` (a page of anyone else is removed)."""
     if not records:
@@ -81,12 +100,17 @@ def _write(
     (out / "students").mkdir(parents=True, exist_ok=True)
     pages = {f"{slug(name[record.student])}.html": record for record in analysis.records}
     for page_name, record in pages.items():
-        (out / "students" / page_name).write_text(_student_page(record, analysis, name))
-    for stale in (out / "students").glob("*.html"):
-        if stale.name not in pages:
-            stale.unlink()  # a student no longer in the class, or last shown under another name
+        links = _diagrams(record, out / "students", name[record.student], on=diagrams)
+        write_atomic(out / "students" / page_name, _student_page(record, analysis, name, links))
+    for stale in (out / "students").iterdir():
+        if stale.name not in pages and f"{stale.name}.html" not in pages:
+            # a student no longer in the class, or last shown under another name (their diagrams too)
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
     index = out / "index.html"
-    index.write_text(_class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
+    write_atomic(index, _class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
     return index
 
 
@@ -94,8 +118,9 @@ def pseudonyms(grades: Path, students: list[str]) -> dict[str, str]:
     """Each student's stable pseudonym, keyed by the grades folder's secret salt (made on first use)."""
     salt_path = grades / SALT_FILE
     if not salt_path.exists():
-        salt_path.write_text(secrets.token_hex(16))
-        salt_path.chmod(0o600)
+        with atomic_path(salt_path) as tmp:
+            tmp.chmod(0o600)  # before the secret is in it
+            tmp.write_text(secrets.token_hex(16))
     salt = salt_path.read_bytes()
     return {s: "student-" + hmac.new(salt, s.encode(), hashlib.sha256).hexdigest()[:8] for s in students}
 
@@ -240,7 +265,19 @@ def _students_table(a: ClassAnalysis, name: dict[str, str]) -> str:
 # a student's page
 
 
-def _student_page(record: Record, a: ClassAnalysis, name: dict[str, str]) -> str:
+def _diagrams(record: Record, students: Path, who: str, *, on: bool) -> list[str]:
+    """Write the student's diagram pages into ``students/<who>/diagrams/`` (none when not ``on``); their
+    paths relative to the student's page. Their id becomes ``who`` in what the pages quote."""
+    timelines = record.result.timelines if on else ()
+    if who != record.student:
+        timelines = tuple(
+            dataclasses.replace(t, verdict=t.verdict.replace(record.student, who)) for t in timelines
+        )
+    written = write_diagrams(timelines, students / slug(who) / "diagrams")
+    return [f"{slug(who)}/diagrams/{page.name}" for page in written.pages]
+
+
+def _student_page(record: Record, a: ClassAnalysis, name: dict[str, str], diagrams: list[str]) -> str:
     result, who = record.result, name[record.student]
 
     def hide(text: str) -> str:
@@ -273,10 +310,21 @@ def _student_page(record: Record, a: ClassAnalysis, name: dict[str, str]) -> str
         _table(["part", "test", "concept", "status", "score", "of"], tests),
         "<h2>Failures</h2>",
         *(failures or ["<p>None.</p>"]),
+        "<h2>Space-time diagrams</h2>",
+        _diagram_links(diagrams),
         "<h2>Files graded</h2>",
         _table(["file", "sha256"], files) if files else "<p>Not recorded for this submission.</p>",
     ]
     return page(f"{who}: exercise {result.exercise}", sections)
+
+
+def _diagram_links(pages: list[str]) -> str:
+    """Links to the student's diagram pages (relative to their page), or why there are none."""
+    if not pages:
+        return "<p>None: no multi-rank test failed after its ranks ran, or diagrams are off.</p>"
+    items = "".join(f'<li><a href="{escape(p)}">{escape(Path(p).stem)}</a></li>' for p in pages)
+    lead = "<p>What each rank sent, received and waited for in a failing test (diagnostics).</p>"
+    return f"{lead}<ul>{items}</ul>"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,87 +1,58 @@
-"""Grades into the LMS: Canvas's and Moodle's gradebook-import CSV, from the nbgrader gradebook and a roster.
+"""Grades into the LMS, so that an import never erases or changes a grade it does not mean to.
 
-    grade export --canvas canvas.csv --roster roster.csv
-    grade export --moodle moodle.csv --roster roster.csv
+    grade export --canvas OUT.csv --roster CANVAS_EXPORT.csv [--exercise NN] [--missing zero]
+    grade export --moodle OUT.csv --roster WORKSHEET.csv --exercise NN
+    grade export --moodle-gradebook OUT.csv --roster MOODLE.csv [--exercise NN]
 
-The gradebook knows students by their submission folder's name; the LMS by its own ids. The roster maps
-one to the other: a CSV whose ``student`` column holds the folder names, beside the LMS's ids (``ROSTER``).
-Every roster student gets a row; an exercise with no submission, or an invalid upload, is an empty cell,
-which both importers read as "no grade" (the LMS's own rule for missing work applies). A graded student
-missing from the roster cannot be placed: the export names them, and their grades are not in the file.
-Scores are rounded to two decimals, as both gradebooks show them.
+Each file holds one exercise, and a row only for a student who has a grade in it: without ``--exercise``,
+one file per exercise (``OUT-NN.csv``). No cell is ever blank or ``-``, because of what the importers do
+with one, read in their source:
 
-The roster's text (names, sections, ids) goes through ``grader.classroom.outputs.spreadsheet.text_cell``:
-a cell starting with = + - @, a tab or a carriage return gets a ``'`` in front, so that a spreadsheet the
-file is opened in shows it instead of running it as a formula. That includes the ids the LMS matches rows
-on, which are otherwise written unchanged: the ids an LMS issues (numbers, SIS ids, logins, email addresses,
-usernames) do not start so in practice, and one that did would no longer match (Canvas then tries the row's
-other ids and the name; Moodle reports a user mapping error), a row to fix by hand, where the unescaped
-cell could run in the instructor's spreadsheet. Scores and Moodle's ``-`` are not text: never escaped.
+| importer | existing grade | cell | result |
+|---|---|---|---|
+| Canvas (1) | none | blank or ``-`` | no change |
+| Canvas | 7 | blank or ``-`` | a change: the preview offers to remove the 7 |
+| Canvas | 7 | 8 | updated to 8 |
+| Moodle gradebook CSV (2) | 7 | ``''`` or ``-`` | ``finalgrade = null``: the 7 is cleared |
+| Moodle gradebook CSV | 7 | 8 | updated to 8 |
+| Moodle grading worksheet (3) | 7 | ``''`` | skipped: the 7 stays |
 
-Canvas. Sources: Canvas's guide "How do I import grades in the Gradebook?"
-(https://community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook/ta-p/807);
-Ohio State's summary of its required columns ("Student Name OR Student ID OR Student SIS User ID ... SIS
-Login ID ... Section ... Assignment Name",
-https://teaching.resources.osu.edu/toolsets/carmencanvas/guides/calculating-final-grades/import-csv-file-carmen-grades);
-and the importer itself, instructure/canvas-lms ``app/models/gradebook_importer.rb``: the header must start
-``Student``, ``ID``, and with ``SIS User ID`` and ``SIS Login ID`` its student columns end at ``Section``; a
-student is found by ``ID`` (Canvas's user id), else ``SIS User ID``, else ``SIS Login ID``, else by name; an
-assignment column is named ``Title (id)`` for an existing assignment (``Assignment.title_and_id``), and a
-bare title matches the assignment of that title or creates one; a row whose first cell is ``Points
-Possible`` gives new assignments their points; an empty cell or ``-`` is no score. Columns here: Student,
-ID, SIS User ID, SIS Login ID, Section, then one per exercise titled ``NN Title``.
+(1) instructure/canvas-lms ``app/models/gradebook_importer.rb``, ``no_change_to_value?``; (2) moodle/moodle
+``grade/import/csv/classes/load_data.php``, ``update_grade_item``; (3) moodle/moodle
+``mod/assign/feedback/offline/locallib.php``, ``process_import_grades``.
 
-Moodle. Sources: MoodleDocs "Grade import" (https://docs.moodle.org/311/en/Grade_import: a CSV with a
-header row, one row per user; in the import form, a column is mapped to the user's email address, ID
-number or username, and each grade column to an existing grade item or a new one) and the importer,
-moodle/moodle ``grade/import/csv/classes/load_data.php`` (``-`` is no grade for a new grade item, ``''``
-and ``-`` for an existing one, so empty cells are written ``-`` here). Columns: the roster's identity
-columns among ID number, Email address and Username, then one per exercise titled ``NN Title``.
+A roster student without a graded submission is left out and said (``--missing zero`` writes 0 for a
+missing submission instead, where the course's policy says so; an invalid upload is always left out: it
+is to be fixed and graded). A graded student the roster does not hold is said too, and makes the exit
+status 1. Grades are scaled to the LMS's maximum: the share of the exercise's points times Canvas's
+``Points Possible`` for the assignment's column, or the worksheet's ``Maximum grade`` (so 12/12 arrives
+as full marks, not 12/100); ``--moodle-gradebook`` writes percent.
+
+The rosters are the files the instructor downloads (``grader.classroom.outputs.rosters``). Their text goes
+through ``spreadsheet.text_cell`` where no importer matches on it; the cells an importer matches rows by
+are written as downloaded (Canvas's ``ID``, Moodle's ``Identifier``), and a Moodle user field that starts
+like a formula leaves its row out, said, since Moodle's CSV import would stop at it (``check_user_exists``
+fails the whole import).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.classroom.outputs.spreadsheet import text_cell
+from grader.classroom.outputs.rosters import Match, Roster
 from grader.classroom.state.gradebook import COMMENT_CELL
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
 
-ROSTER = {
-    "student": "the submission folder's name: the gradebook's student id (required)",
-    "name": "the student's name (Canvas: Student)",
-    "section": "Canvas: Section",
-    "canvas_id": "Canvas: ID, Canvas's user id",
-    "sis_user_id": "Canvas: SIS User ID",
-    "sis_login_id": "Canvas: SIS Login ID",
-    "idnumber": "Moodle: ID number",
-    "email": "Moodle: Email address",
-    "username": "Moodle: Username",
-}
-"""The roster's columns; only ``student`` is required, but each row needs one of the LMS's ids."""
-CANVAS_IDS = ("canvas_id", "sis_user_id", "sis_login_id")
-MOODLE_IDS = {"idnumber": "ID number", "email": "Email address", "username": "Username"}
 INVALID_PREFIX = "not graded:"
 """How the gradebook's comment marks an invalid upload (``grader.classroom.state.gradebook``)."""
-
-
-@dataclass(frozen=True)
-class RosterEntry:
-    student: str
-    name: str = ""
-    section: str = ""
-    canvas_id: str = ""
-    sis_user_id: str = ""
-    sis_login_id: str = ""
-    idnumber: str = ""
-    email: str = ""
-    username: str = ""
+NO_SUBMISSION = "no submission"
+INVALID = "an invalid upload (fix it and grade it again)"
+MISSING_POLICIES = ("leave", "zero")
+"""``--missing``: leave a student without a submission out of the file, or write 0 for them."""
 
 
 @dataclass
@@ -90,56 +61,61 @@ class Grades:
 
     exercises: list[Exercise]
     """The course's exercises the gradebook has an assignment for, in course order."""
+    maxima: dict[str, float] = field(default_factory=dict)
+    """Exercise key -> the points its gradebook assignment is out of (its grade cells, summed)."""
     scores: dict[tuple[str, str], float] = field(default_factory=dict)
     """(exercise key, student) -> score, for graded submissions."""
     invalid: set[tuple[str, str]] = field(default_factory=set)
     """(exercise key, student) of uploads that could not be graded."""
 
+    def students(self) -> set[str]:
+        return {s for _, s in self.scores} | {s for _, s in self.invalid}
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One exercise's grades on a roster's rows."""
+
+    exercise: Exercise
+    shares: dict[int, float]
+    """Roster row -> the share of the exercise's points it earned (0..1)."""
+    left_out: dict[int, str]
+    """Roster row -> why it has no grade."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """One file an export wrote."""
+
+    path: Path
+    exercise: Exercise
+    column: str
+    """The grade column's header."""
+    rows: int
+    left_out: dict[str, list[str]]
+    """Why -> the students (names from the roster) left out for it."""
+    note: str = ""
+    """What the instructor should know about the column (its scale, an assignment the import creates)."""
+
 
 @dataclass(frozen=True)
 class Export:
-    """What an export wrote, and what it could not place."""
-
-    rows: int
-    exercises: int
+    match: Match
+    files: list[Written]
     unmatched: list[str]
-    """Students with a grade in the gradebook but no roster row: their grades are not in the file (one whose
-    uploads were all invalid has no grade to lose)."""
-    invalid: list[str]
-    """'exercise student' of invalid uploads, left without a grade."""
-
-
-def load_roster(path: Path) -> list[RosterEntry]:
-    """The roster's rows; ``UsageError`` naming the file and the problem for an unknown column, a missing
-    ``student`` column, an empty or repeated student."""
-    with path.open(newline="", encoding="utf-8-sig") as handle:  # -sig: Excel writes a byte-order mark
-        reader = csv.DictReader(handle)
-        columns = [c.strip() for c in reader.fieldnames or []]
-        unknown = [c for c in columns if c not in ROSTER]
-        if unknown or "student" not in columns:
-            problem = f"unknown column {unknown[0]!r}" if unknown else "no 'student' column"
-            raise UsageError(f"{path}: {problem}; the roster's columns are {', '.join(ROSTER)}")
-        entries = [
-            RosterEntry(**{k.strip(): (v or "").strip() for k, v in row.items() if k}) for row in reader
-        ]
-    seen: set[str] = set()
-    for line, entry in enumerate(entries, start=2):
-        if not entry.student or entry.student in seen:
-            what = "no student" if not entry.student else f"{entry.student!r} again"
-            raise UsageError(f"{path}, line {line}: {what}; each student appears once")
-        seen.add(entry.student)
-    return entries
+    """Students with a grade in an exported exercise and no roster row: their grades are in no file."""
 
 
 def read_grades(gradebook: Any, course: Course) -> Grades:
     """Every submission in ``gradebook`` of an exercise of ``course``: its score, or that it was invalid."""
     from nbgrader.api import MissingEntry
 
-    names = {a.name for a in gradebook.assignments}
-    grades = Grades([e for e in course.exercises if e.dirname in names])
+    assignments = {a.name: a for a in gradebook.assignments}
+    grades = Grades([e for e in course.exercises if e.dirname in assignments])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SQLAlchemy 2.x warns about nbgrader's session use; harmless
         for exercise in grades.exercises:
+            grades.maxima[exercise.key] = float(assignments[exercise.dirname].max_score)
             for student in (s.id for s in gradebook.students):
                 try:
                     submission = gradebook.find_submission(exercise.dirname, student)
@@ -162,69 +138,39 @@ def _invalid(gradebook: Any, exercise: Exercise, student: str) -> bool:
     return (comment.auto_comment or "").startswith(INVALID_PREFIX)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# the two formats
+def place(grades: Grades, exercise: Exercise, roster: Roster, match: Match, missing: str) -> Placed:
+    """Each roster row's share of ``exercise``'s points, or why it has none (module docstring)."""
+    maximum = grades.maxima.get(exercise.key, 0.0)
+    if maximum <= 0:
+        raise UsageError(f"exercise {exercise.key} has no graded points in the gradebook")
+    student_of = {row: student for student, row in match.rows.items()}
+    shares: dict[int, float] = {}
+    left_out: dict[int, str] = {}
+    for row in range(len(roster.rows)):
+        key = (exercise.key, student_of.get(row, ""))
+        if key in grades.scores:
+            shares[row] = min(max(grades.scores[key] / maximum, 0.0), 1.0)
+        elif key in grades.invalid:
+            left_out[row] = INVALID
+        elif missing == "zero":
+            shares[row] = 0.0
+        else:
+            left_out[row] = NO_SUBMISSION
+    return Placed(exercise, shares, left_out)
 
 
-def write_canvas(path: Path, grades: Grades, roster: list[RosterEntry]) -> Export:
-    """Canvas's gradebook-import CSV (module docstring); ``UsageError`` for a roster row without any of
-    Canvas's ids."""
-    missing = [e.student for e in roster if not any(getattr(e, k) for k in CANVAS_IDS)]
-    if missing:
-        raise UsageError(
-            f"--roster: no canvas_id, sis_user_id or sis_login_id for {', '.join(missing)}: Canvas would "
-            "match them by name alone"
-        )
-    header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *_titles(grades)]
-    points = ["Points Possible", "", "", "", "", *(_number(e.points) for e in grades.exercises)]
-    rows = [
-        [
-            *map(text_cell, (e.name, e.canvas_id, e.sis_user_id, e.sis_login_id, e.section)),
-            *_cells(grades, e.student, ""),
-        ]
-        for e in roster
-    ]
-    return _write(path, [header, points, *rows], grades, roster)
+def unmatched(grades: Grades, exercises: list[Exercise], match: Match) -> list[str]:
+    keys = {e.key for e in exercises}
+    return sorted({s for k, s in grades.scores if k in keys and s not in match.rows})
 
 
-def write_moodle(path: Path, grades: Grades, roster: list[RosterEntry]) -> Export:
-    """Moodle's grade-import CSV (module docstring); ``UsageError`` unless one of Moodle's ids is given for
-    every roster row."""
-    ids = [k for k in MOODLE_IDS if all(getattr(e, k) for e in roster)]
-    if not ids:
-        raise UsageError(
-            "--roster: Moodle finds a user by idnumber, email or username; give one of those columns, "
-            "filled for every student"
-        )
-    header = [*(MOODLE_IDS[k] for k in ids), *_titles(grades)]
-    rows = [[*(text_cell(getattr(e, k)) for k in ids), *_cells(grades, e.student, "-")] for e in roster]
-    return _write(path, [header, *rows], grades, roster)
+def output_path(out: Path, exercise: Exercise, *, one: bool) -> Path:
+    """``out`` for a one-exercise export, else ``OUT-NN.csv`` beside it."""
+    return out if one else out.with_name(f"{out.stem}-{exercise.key}{out.suffix}")
 
 
-def _titles(grades: Grades) -> list[str]:
-    return [f"{e.key} {e.title}" for e in grades.exercises]
-
-
-def _cells(grades: Grades, student: str, empty: str) -> list[str]:
-    return [
-        _number(grades.scores[e.key, student]) if (e.key, student) in grades.scores else empty
-        for e in grades.exercises
-    ]
-
-
-def _number(value: float) -> str:
-    return f"{round(value, 2):g}"
-
-
-def _write(path: Path, table: list[list[str]], grades: Grades, roster: list[RosterEntry]) -> Export:
-    text = io.StringIO()
-    csv.writer(text, lineterminator="\n").writerows(table)
-    path.write_text(text.getvalue(), encoding="utf-8")
-    listed = {e.student for e in roster}
-    graded = {student for _, student in grades.scores}
-    return Export(
-        rows=len(roster),
-        exercises=len(grades.exercises),
-        unmatched=sorted(graded - listed),
-        invalid=sorted(f"{key} {student}" for key, student in grades.invalid if student in listed),
-    )
+def left_out_by_reason(roster: Roster, left_out: dict[int, str]) -> dict[str, list[str]]:
+    by_reason: dict[str, list[str]] = {}
+    for row, why in sorted(left_out.items()):
+        by_reason.setdefault(why, []).append(roster.name(row))
+    return by_reason

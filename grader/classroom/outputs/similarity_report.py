@@ -36,6 +36,7 @@ from grader.classroom.outputs.similarity import (
 from grader.classroom.outputs.spreadsheet import text_cell
 from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import RecordStore
+from grader.core.atomic import write_atomic
 from grader.core.course import Course
 from grader.core.errors import UsageError
 from grader.core.results import Status
@@ -107,7 +108,7 @@ def _write(
     with (``SETTINGS``)."""
     written = write_pages(similarity, target, name)
     settings = {"submissions": str(folder.resolve()), "threshold": threshold}
-    (target / SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
+    write_atomic(target / SETTINGS, json.dumps(settings, indent=2) + "\n")
     return written
 
 
@@ -144,7 +145,7 @@ def _settings(out: Path) -> tuple[Path, float] | None:
 
 def record_submissions(grades: Path, submissions: Path) -> None:
     """Remember, in the batch's folder, where its submissions are."""
-    (grades / SUBMISSIONS_FILE).write_text(f"{submissions.resolve()}\n")
+    write_atomic(grades / SUBMISSIONS_FILE, f"{submissions.resolve()}\n")
 
 
 def recorded_submissions(grades: Path) -> Path | None:
@@ -160,10 +161,10 @@ def write_pages(similarity: Similarity, out: Path, name: dict[str, str]) -> Path
     for old in (out / PAIRS_DIR).glob("*.html"):
         old.unlink()  # a pair flagged last time but not now must not keep its page
     for pair in flagged:
-        (out / PAIRS_DIR / _pair_page_name(pair, name)).write_text(_pair_page(pair, similarity, name))
-    (out / CSV).write_text(_csv(flagged, name))
+        write_atomic(out / PAIRS_DIR / _pair_page_name(pair, name), _pair_page(pair, similarity, name))
+    write_atomic(out / CSV, _csv(flagged, name))
     written = out / SIMILARITY_PAGE
-    written.write_text(_class_page(similarity, name))
+    write_atomic(written, _class_page(similarity, name))
     return written
 
 

@@ -14,6 +14,7 @@ import datetime as dt
 import io
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.classroom.state.gradebook_faults import corrupt, database_errors, nbgrader_log_muted
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult, Status, TestResult
 
@@ -41,16 +43,41 @@ def cell_name(test: TestResult) -> str:
 
 
 @contextmanager
-def open_gradebook(url: str, course_id: str) -> Iterator[Any]:
-    """nbgrader's ``Gradebook``; a new database is created with nbgrader's own migrations (alembic)."""
+def open_gradebook(url: str, course_id: str, *, check: bool = False) -> Iterator[Any]:
+    """nbgrader's ``Gradebook``; a new database is created with nbgrader's own migrations (alembic).
+
+    A database that does not open, is corrupt or fails a write (a full disk), in here or in the block, is
+    an ``EnvironmentFailure``: one line naming the database and what to do (``gradebook_failure``).
+    ``check``: read every page first (SQLite's ``PRAGMA quick_check``), so that damage in the middle of the
+    file stops the command before it writes anything, not halfway through an export."""
     # nbgrader runs the `alembic` command for a new database: it must be on PATH even in an unactivated venv.
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), database_errors(database_location(url)), nbgrader_log_muted():
         warnings.simplefilter("ignore")  # SQLAlchemy 2.x warns about nbgrader's session use; harmless
         from nbgrader.api import Gradebook
 
         with Gradebook(url, course_id=course_id) as gradebook:
+            if check and gradebook.engine.dialect.name == "sqlite":
+                _quick_check(gradebook, url)
             yield gradebook
+
+
+def database_location(url: str) -> str:
+    """What an error names: the SQLite file, else the URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        return parsed.database
+    return parsed.render_as_string(hide_password=True)
+
+
+def _quick_check(gradebook: Any, url: str) -> None:
+    from sqlalchemy import text
+
+    found = [row[0] for row in gradebook.db.execute(text("PRAGMA quick_check"))]
+    if found != ["ok"]:
+        raise corrupt(database_location(url), "; ".join(found))
 
 
 @dataclass(frozen=True)
@@ -147,15 +174,18 @@ def _comment(gradebook: Any, notebook: str, assignment: str, student: str) -> An
         return comment
 
 
-def export_csv(gradebook: Any, path: Path) -> None:
-    """Write the CSV `nbgrader export` writes, through nbgrader's own exporter, scores rounded to
-    ``DECIMALS`` places (a sum of thirds is 10.0, not 9.999999999999996)."""
+def export_csv(gradebook: Any) -> str:
+    """The CSV `nbgrader export` writes, made by nbgrader's own exporter, with scores rounded to
+    ``DECIMALS`` places (a sum of thirds is 10.0, not 9.999999999999996). The caller writes it (atomically,
+    once every other read of the gradebook has succeeded)."""
     from nbgrader.plugins.export import CsvExportPlugin
 
-    CsvExportPlugin(to=str(path)).export(gradebook)
-    rows = list(csv.DictReader(io.StringIO(path.read_text())))
-    if not rows:
-        return
+    with tempfile.TemporaryDirectory(prefix="distgpu-export-") as folder:
+        exported = Path(folder) / "grades.csv"
+        CsvExportPlugin(to=str(exported)).export(gradebook)
+        rows = list(csv.DictReader(io.StringIO(exported.read_text())))
+        if not rows:
+            return exported.read_text()
     for row in rows:
         for column in SCORE_COLUMNS:
             if row.get(column):
@@ -164,4 +194,4 @@ def export_csv(gradebook: Any, path: Path) -> None:
     writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    path.write_text(text.getvalue())
+    return text.getvalue()
