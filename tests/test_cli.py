@@ -100,6 +100,7 @@ def test_flags_are_frozen() -> None:
         "check": ["--backend", "--device", "--help", "-h"],
         "validate": [
             "--backend",
+            "--contracts",
             "--corpus",
             "--device",
             "--help",
