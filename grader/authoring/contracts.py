@@ -4,8 +4,9 @@ A concept of concepts.yml is either *core* (``core:``, the misconception a TA wo
 the exercise") or *minor* (``minor:``, one line saying why missing it is not missing the exercise). Issue 41:
   - each core concept is worth at least ``CORE_SHARE_FLOOR`` of its exercise on its own (a misconception
     summed over several concepts let one of them cost 3 %, and a bug that broke only it, only that);
-  - each core concept has a bug of the corpus that breaks it alone: every failing test of the bug's grading
-    is one of that concept's, so the bug loses that concept's share and nothing else;
+  - each core concept has a bug of the corpus that breaks it alone: every failing test of its part is one of
+    that concept's, so within the part the bug loses that concept's share and nothing else (other parts that
+    call the same function may lose too: the entry's ``loses:`` pins them);
   - a bug that fails tests of ``BUNDLE_LIMIT`` or more concepts of its own part is flagged (a warning): the
     tests of the other concepts probably run the scenario the bug is about (07's fused part ran every overlap
     check on 8 ranks inside sub-groups too, so a sub-group mistake cost five concepts).
@@ -54,20 +55,20 @@ def broken_concepts(result: ExerciseResult) -> set[ConceptKey]:
     return {(t.part, t.concept) for t in result.tests if t.status not in (Status.PASSED, Status.BLOCKED)}
 
 
-def breaks_alone(result: ExerciseResult) -> ConceptKey | None:
-    """The one concept every failing test of ``result`` belongs to; None when none or several fail."""
+def broken_alone(result: ExerciseResult) -> set[ConceptKey]:
+    """The concepts that ``result`` breaks alone: the only concept of its part with a failing test."""
     broken = broken_concepts(result)
-    return next(iter(broken)) if len(broken) == 1 else None
+    return {(part, name) for part, name in broken if [c for p, c in broken if p == part] == [name]}
 
 
 def isolation_problems(exercise: Exercise, reference: ExerciseResult, bugs: Sequence[Graded]) -> list[str]:
     """One problem per core concept that no bug breaks alone. A concept whose tests were all blocked here (a
     GPU part on a CPU run) is judged where it runs."""
     ran = {(t.part, t.concept) for t in reference.tests if t.status is not Status.BLOCKED}
-    alone = {breaks_alone(result) for _, _, result in bugs}
+    alone = set().union(*(broken_alone(result) for _, _, result in bugs))
     return [
-        f"contracts: core concept {part}: {name} has no bug of the corpus that breaks it alone (every failing "
-        "test one of its own): add one, or split the tests that bundle another concept's scenario into it"
+        f"contracts: core concept {part}: {name} has no bug of the corpus that breaks it alone (no other "
+        "concept of its part failing): add one, or split the tests that bundle another concept's scenario"
         for part, name in exercise.core_shares()
         if (part, name) in ran and (part, name) not in alone
     ]
@@ -98,7 +99,7 @@ def contract_rows(exercise: Exercise, reference: ExerciseResult, bugs: Sequence[
             "share": round(exercise.share(p, c), 4),
             "core": c.core,
             "minor": c.minor,
-            "alone": [name for name, _, result in bugs if breaks_alone(result) == (p.id, c.name)],
+            "alone": [name for name, _, result in bugs if (p.id, c.name) in broken_alone(result)],
             "generated": sorted({t.split("[")[0] for t in generated.get((p.id, c.name), [])}),
         }
         for p in exercise.parts

@@ -165,7 +165,7 @@ def _validate_one(
             console.print(line, soft_wrap=True, markup=False, highlight=False, style="red" if short else None)
     console.print(_timeouts_table(exercise, row))
     for problem in found.problems:
-        console.print(f"[red]{exercise.key}[/] {problem}", soft_wrap=True, markup=False)
+        console.print(f"{exercise.key} {problem}", soft_wrap=True, markup=False, style="red")
     for warning in found.warnings:
         console.print(f"{exercise.key} warning: {warning}", soft_wrap=True, markup=False, style="yellow")
     for warning in timeout_problems(found.timeouts):  # a figure of this machine's load, not of the course
