@@ -149,18 +149,21 @@ def test_naive_broadcast_from_rank0(world: World) -> None:
 
 @pytest.mark.concept("identical_start")
 @pytest.mark.part("09.naive")
+@pytest.mark.generated
 def test_naive_broadcast_overwrites_buffers(world: World) -> None:
     # A BatchNorm after the chain: its running statistics and step counter are buffers, not parameters, and
-    # a replica that keeps its own would normalise differently from the others. src=1 where there is one.
-    src = 1 if world.size > 1 else 0
+    # a replica that keeps its own would normalise differently from the others. The source rank and every
+    # buffer's values are drawn here, so no rank and no value is special.
+    rng = random.Random(900 + world.size)
+    src = rng.randrange(world.size)
     weights = weights_for(CHAIN, seed=8)
     width = CHAIN[-1]
     inputs = []
     for r in range(world.size):
         buffers = [
-            torch.arange(width, dtype=torch.float64) + 10 * r,  # running_mean
-            torch.full((width,), 1.0 + r, dtype=torch.float64),  # running_var
-            torch.tensor(100 + r, dtype=torch.int64),  # num_batches_tracked
+            torch.tensor([rng.uniform(-5, 5) for _ in range(width)], dtype=torch.float64),  # running_mean
+            torch.tensor([rng.uniform(0.5, 3) for _ in range(width)], dtype=torch.float64),  # running_var
+            torch.tensor(rng.randrange(1000), dtype=torch.int64),  # num_batches_tracked
         ]
         inputs.append(dict(weights=[w + 0.25 * r for w in weights], buffers=buffers, src=src))
     for res in world.run("rank_programs:broadcast_state", inputs=inputs):
