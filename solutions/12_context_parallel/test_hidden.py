@@ -178,7 +178,7 @@ def large_logits(seed: int) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.part("12.online_softmax")
-@pytest.mark.concept("stable_exponents")
+@pytest.mark.concept("stable_block_softmax")
 def test_block_attention_beyond_exp_range(world: World) -> None:
     d = large_logits(seed=7)
     pos = torch.arange(8)
@@ -193,7 +193,7 @@ def test_block_attention_beyond_exp_range(world: World) -> None:
 
 
 @pytest.mark.part("12.online_softmax")
-@pytest.mark.concept("stable_exponents")
+@pytest.mark.concept("stable_merge")
 def test_merge_beyond_exp_range(world: World) -> None:
     d = large_logits(seed=0)
     full_out, full_lse = attention(d["q64"], d["k64"], d["v64"], causal=True)
@@ -206,6 +206,39 @@ def test_merge_beyond_exp_range(world: World) -> None:
     what = f"two float32 blocks, lse from {full_lse.min().item():.0f} to {full_lse.max().item():.0f}"
     assert_close_f64(out, full_out, f"merge_attention out, {what}")
     assert_close_f64(lse, full_lse, f"merge_attention lse, {what}")
+
+
+def extreme_sides(rng: random.Random) -> list[torch.Tensor]:
+    """float32 (out, lse, block_out, block_lse) with lse of either sign far beyond exp's float32 range
+    (|lse| = 10^x, x drawn in 2.05..3.5: 112 to 3162; exp overflows past 88.7 and underflows past -103),
+    the block's lse within 20 of it, so both sides weigh in. Larger lse are not drawn: float32 then no
+    longer resolves the difference of the two sides, and correct merges disagree by more than LIMITS_TOL."""
+    g = torch.Generator().manual_seed(rng.randrange(10**6))
+    shape = (1, rng.randint(2, 5), rng.randint(1, 3))  # (B, S, H)
+    scale = torch.tensor([rng.choice((-1, 1)) * 10 ** rng.uniform(2.05, 3.5) for _ in range(shape[1])])
+    lse = (scale[None, :, None] * (1 + 0.01 * torch.rand(shape, generator=g, dtype=torch.float64))).float()
+    block_lse = (lse.double() + 40 * torch.rand(shape, generator=g, dtype=torch.float64) - 20).float()
+    out, block_out = (torch.randn((*shape, 4), generator=g) for _ in range(2))
+    return [out, lse, block_out, block_lse]
+
+
+@pytest.mark.part("12.online_softmax")
+@pytest.mark.concept("stable_merge")
+@pytest.mark.generated
+def test_merge_far_beyond_exp_range(world: World) -> None:
+    # Logits at the dtype's limits, drawn here: a merge that exponentiates an lse before subtracting the
+    # larger one overflows to inf (or underflows to 0) and returns NaN; the max shift keeps every exponent
+    # in [-inf, 0]. The expected values are the same formula in float64 on the same float32 inputs.
+    rng = random.Random(1200)
+    for case in range(3):
+        out, lse, block_out, block_lse = sides = extreme_sides(rng)
+        got_out, got_lse = call1(world, "online_softmax", "merge_attention", *sides)
+        new = torch.logaddexp(lse.double(), block_lse.double())
+        want = torch.exp(lse.double() - new)[..., None] * out.double()
+        want = want + torch.exp(block_lse.double() - new)[..., None] * block_out.double()
+        what = f"case {case + 1}: lse from {lse.min().item():.3g} to {lse.max().item():.3g}"
+        assert_close_f64(got_out, want, f"merge_attention out, {what}")
+        assert_close_f64(got_lse, new, f"merge_attention lse, {what}")
 
 
 # ---------------------------------------------------------------------------------------------------------
