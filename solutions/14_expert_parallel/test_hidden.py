@@ -382,6 +382,49 @@ def run_layer(world: World, reference, T: int, E: int, k: int, cf: float, seed: 
     return report
 
 
+def layer_inputs(p: int, d: dict[str, Any], E: int, k: int, cf: float) -> list[dict[str, Any]]:
+    local = E // p
+    return [
+        {
+            "x": d["xs"][r],
+            "router_weight": d["router"],
+            "w1": d["w1"][r * local : (r + 1) * local],
+            "w2": d["w2"][r * local : (r + 1) * local],
+            "k": k,
+            "capacity_factor": cf,
+        }
+        for r in range(p)
+    ]
+
+
+@pytest.mark.part("14.moe_layer")
+@pytest.mark.concept("layer_inputs_untouched")
+@pytest.mark.generated
+def test_layer_leaves_the_callers_tokens_and_experts_alone(world: World) -> None:
+    # Two calls in a row on inputs drawn here, three or four experts per rank: the caller's tokens, router
+    # and experts must be as it handed them over after each layer call (an optimizer, the next microbatch
+    # and the checkpoint read them), and the second call must give the first call's output.
+    rng = random.Random(1400 + world.size)
+    k, local = rng.choice([1, 2]), rng.choice([3, 4])
+    E = local * world.size
+    d = moe_inputs(world.size, rng.randint(6, 10), E, k, cf=2.0, seed=rng.randrange(1000))
+    inputs = layer_inputs(world.size, d, E, k, 2.0)
+    for res in world.run("rank_programs:moe_layer_twice", inputs=inputs, forbid=FORBID):
+        r, v = res.rank, res.value
+        for name in ("x", "router_weight", "w1", "w2"):
+            assert_equal(
+                v["after"][name], inputs[r][name], rank=r, world_size=world.size,
+                what=f"the caller's {name} after two moe_forward calls (not to be modified nor reordered)",
+            )  # fmt: skip
+        assert_equal(
+            v["ys"][1],
+            v["ys"][0],
+            rank=r,
+            world_size=world.size,
+            what="the second call's output (as the first's)",
+        )
+
+
 @pytest.mark.part("14.moe_layer")
 @pytest.mark.concept("moe_matches_dense")
 def test_top2_with_drops_matches_dense(world: World, reference) -> None:
