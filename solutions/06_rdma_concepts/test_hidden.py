@@ -93,7 +93,8 @@ class TestConnect:
         assert run(world, "gid_index", routed=routed) == 3
 
     @pytest.mark.concept("gid_choice")
-    @pytest.mark.parametrize("table", GID_TABLES, marks=pytest.mark.generated)
+    @pytest.mark.generated
+    @pytest.mark.parametrize("table", GID_TABLES)
     def test_roce_v2_gid_index_on_unseen_tables(self, world: World, table: list[list[Any]]) -> None:
         # GID tables drawn here, in an order and with entries no public table shows (IPv6 global v2 entries,
         # two IPv4 addresses): the first entry that is RoCE v2 and IPv4-mapped, as NCCL picks it.
