@@ -83,7 +83,9 @@ def test_every_test_scores_for_a_declared_concept_and_every_concept_has_tests(ex
 def test_every_concept_says_why_it_weighs_what_it_does(exercise: Exercise) -> None:
     """A core concept says why it is core (`why:`); any other says why it is minor (`minor:`)."""
     silent = [f"{p.name}.{c.name}" for p in exercise.parts for c in p.concepts if not (c.why or c.minor)]
-    assert not silent, f"{exercise.dirname}/concepts.yml: concepts without a `why:` or `minor:` line: {silent}"
+    assert not silent, (
+        f"{exercise.dirname}/concepts.yml: concepts without a `why:` or `minor:` line: {silent}"
+    )
 
 
 @pytest.mark.parametrize("exercise", GRADED, ids=lambda e: e.dirname)
@@ -109,7 +111,9 @@ def test_each_core_concept_counts_on_its_own(tmp_path: Path) -> None:
         f"square:\n  sq: {{weight: 1, idea: {IDEA}, core: ranks}}\n",
     )
     reduce, square = exercise.parts
-    assert [c.core for c in reduce.concepts] == ["ranks", None] and reduce.concepts[1].minor.startswith("an op")
+    assert [c.core for c in reduce.concepts] == ["ranks", None] and reduce.concepts[1].minor.startswith(
+        "an op"
+    )
     assert square.concepts[0].why == ""  # optional while the course is filled in
     assert exercise.share(reduce, reduce.concepts[0]) == pytest.approx(3 / 5)
     assert exercise.core_shares() == {
@@ -138,7 +142,9 @@ def test_validate_flags_a_core_concept_under_the_floor_an_unmarked_one_and_an_ex
         f"reduce:\n  sum: {{weight: 3, idea: {IDEA}, minor: no concept of this exercise is core at all}}\n"
         f"square:\n  sq: {{weight: 1, idea: {IDEA}, minor: no concept of this exercise is core at all}}\n",
     )
-    assert weight_problems(none) == ["weights: no concept marks a core misconception (`core:` in concepts.yml)"]
+    assert weight_problems(none) == [
+        "weights: no concept marks a core misconception (`core:` in concepts.yml)"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -266,7 +272,9 @@ def test_listed_contracts_are_core_and_graded_on_generated_inputs(dirname: str) 
     concepts = {(c.name): (p, c) for p in exercise.parts for c in p.concepts}
     hidden = collect_tests(COURSE.solution_dir(exercise) / "test_hidden.py")
     drawn = {
-        marked(marks, "concept")[0] for _, marks in hidden if marked(marks, "concept") and has_generated(marks)
+        marked(marks, "concept")[0]
+        for _, marks in hidden
+        if marked(marks, "concept") and has_generated(marks)
     }
     for name in LISTED_CONTRACTS[dirname]:
         part, concept = concepts[name]

@@ -95,7 +95,10 @@ def test_a_concept_blocked_here_is_not_asked_for_a_bug(exercise: Exercise) -> No
 def test_a_bug_failing_three_concepts_of_its_part_is_flagged(exercise: Exercise) -> None:
     bundled = graded({"sum", "ranks", "dtype", "sq"})
     (warning,) = bundle_warnings(exercise, [("sub_group_only", "ranks", bundled)])
-    assert "sub_group_only (meant for ranks) fails tests of 3 concepts of 01.reduce: dtype, ranks, sum" in warning
+    assert (
+        "sub_group_only (meant for ranks) fails tests of 3 concepts of 01.reduce: dtype, ranks, sum"
+        in warning
+    )
     assert bundle_warnings(exercise, [("two", "ranks", graded({"sum", "ranks", "sq"}))]) == []
 
 
@@ -109,4 +112,7 @@ def test_contract_rows_name_the_bugs_alone_and_the_generated_tests(exercise: Exe
     lines = contract_lines("01 pair", list(rows.values()))
     short = [line for line, bad in lines if bad]
     assert [line.split()[1] for line in short] == ["sum", "sq"]  # core, and no bug breaks them alone
-    assert any("ranks 35.6% core group_rank; alone: global_rank; generated: test_ranks_2" in line for line, _ in lines)
+    assert any(
+        "ranks 35.6% core group_rank; alone: global_rank; generated: test_ranks_2" in line
+        for line, _ in lines
+    )

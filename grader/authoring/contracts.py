@@ -1,4 +1,4 @@
-"""``grade validate``'s checks that every stated contract costs what it teaches, and a bug only what it breaks.
+"""``grade validate``'s checks that each stated contract costs what it teaches, and a bug what it breaks.
 
 A concept of concepts.yml is either *core* (``core:``, the misconception a TA would call "did not understand
 the exercise") or *minor* (``minor:``, one line saying why missing it is not missing the exercise). Issue 41:
@@ -88,7 +88,9 @@ def bundle_warnings(exercise: Exercise, bugs: Sequence[Graded]) -> list[str]:
     return warnings
 
 
-def contract_rows(exercise: Exercise, reference: ExerciseResult, bugs: Sequence[Graded]) -> list[dict[str, Any]]:
+def contract_rows(
+    exercise: Exercise, reference: ExerciseResult, bugs: Sequence[Graded]
+) -> list[dict[str, Any]]:
     """Per concept: part, name, share of the exercise, core name, minor reason, the bugs that break it alone,
     and the generated tests that grade it (test names without their parameters)."""
     generated = generated_concepts(reference)
@@ -115,7 +117,8 @@ def contract_lines(title: str, rows: Sequence[dict[str, Any]]) -> list[tuple[str
         kind = f"core {row['core']}" if row["core"] else "minor"
         alone = ", ".join(row["alone"]) or "-"
         generated = ", ".join(row["generated"]) or "-"
-        line = f"  {row['part']} {row['concept']} {row['share']:.1%} {kind}; alone: {alone}; generated: {generated}"
+        line = f"  {row['part']} {row['concept']} {row['share']:.1%} {kind}; alone: {alone}"
+        line += f"; generated: {generated}"
         short = row["core"] and (row["share"] < CORE_SHARE_FLOOR - 1e-9 or not row["alone"])
         lines.append((line, bool(short)))
     return lines
