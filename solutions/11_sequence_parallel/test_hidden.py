@@ -124,8 +124,10 @@ def test_one_collective_each_way(world: World) -> None:
         xs = [ints((n, 1, 3), seed=r) for r in range(t)]
         dys = [ints((t * s if which == "gather" else s, 1, 3), seed=50 + r) for r in range(t)]
         for res in run_region(world, which, xs, dys):
-            got = (kinds(res.value["fwd"]), kinds(res.value["bwd"]))
-            assert got == (Counter({fwd: 1}), Counter({bwd: 1})), (
+            # A budget: at most these, and no other collective. A region that skips its backward collective
+            # computes a wrong gradient, which conjugate_collectives grades.
+            got_f, got_b = kinds(res.value["fwd"]), kinds(res.value["bwd"])
+            assert got_f <= Counter({fwd: 1}) and got_b <= Counter({bwd: 1}), (
                 f"rank {res.rank}/{t}: the {which} region called {res.value['fwd']} forward and "
                 f"{res.value['bwd']} backward; it takes one {fwd} forward and one {bwd} backward "
                 f"(each is the other's backward: Megatron's g and g-bar)"
@@ -212,7 +214,9 @@ def test_linear_collectives(world: World) -> None:
         assert fwd == Counter({AG: 1}), (
             f"rank {res.rank}/{t}: forward called {res.value['fwd']}; it takes exactly one all-gather"
         )
-        assert bwd == Counter({AG: 1, RS: 1}), (
+        # At most one all-gather: none only if the gathered input was saved, which shard_saved_for_backward
+        # grades (the memory), not this budget.
+        assert bwd.get(RS) == 1 and bwd <= Counter({AG: 1, RS: 1}), (
             f"rank {res.rank}/{t}: backward called {res.value['bwd']}; it takes one all-gather (the input, "
             "again, for grad W) and one reduce-scatter (grad X back to the shards)"
         )
@@ -448,11 +452,7 @@ def test_dropout_masks_call_after_call(world: World) -> None:
                     f"{where}: call {i + 1} {call} dropped exactly what call 1 {calls[0]} dropped; a mask is "
                     "drawn anew when the seed, p or the shape changes"
                 )
-            kept = mask != 0
-            rate, n = kept.double().mean().item(), mask.numel()
-            assert torch.allclose(mask[kept], torch.full_like(mask[kept], 1 / (1 - call["p"]))), (
-                f"{where}: call {i + 1} {call}: kept elements are not 1 / (1 - p)"
-            )
+            rate, n = (mask != 0).double().mean().item(), mask.numel()  # the scaling is graded on its own
             assert abs(rate - (1 - call["p"])) < 6 * (call["p"] * (1 - call["p"]) / n) ** 0.5, (
                 f"{where}: call {i + 1} {call} kept {rate:.3f} of its elements, not about 1 - p"
             )
