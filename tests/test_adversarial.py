@@ -412,8 +412,12 @@ def test_the_class_report_shows_where_runs_hung_and_every_student(corpus: Corpus
     """The batch's report (issue 20): the corpus has hangs, so the report names where they were stuck."""
     page = corpus.written[str(corpus.out / "report" / "index.html")].decode()
     assert "Most common stuck location: <strong>" in page
-    pages = [p for p in corpus.written if p.startswith(str(corpus.out / "report" / "students"))]
+    students = corpus.out / "report" / "students"
+    written = [Path(p) for p in corpus.written if p.startswith(f"{students}/")]
+    pages = {p.stem for p in written if p.parent == students and p.suffix == ".html"}
     assert len(pages) == len(corpus.records)
+    diagrams = {p.relative_to(students).parts[0] for p in written if p.parent != students}
+    assert diagrams <= pages, "a folder of diagrams beside no student's page"
 
 
 @pytest.mark.parametrize("corpus", BACKENDS, indirect=True)

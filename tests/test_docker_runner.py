@@ -13,6 +13,7 @@ from docker_support import require_docker_image
 from grader.core.course import Course
 from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob
+from grader.runners import docker as docker_module
 from grader.runners.docker import LABEL, DockerRunner, gpu_refusal, sweep_leftovers
 from grader.runners.images import image_tag
 from grader.runners.local import LocalRunner
@@ -137,12 +138,16 @@ def test_a_course_exercise_scores_the_same_in_docker(
     ]
 
 
-def test_a_cuda_grading_asks_the_engine_for_every_gpu_and_a_large_shm(toy_course: Course) -> None:
+def test_a_cuda_grading_asks_the_engine_for_every_gpu_and_a_large_shm(
+    toy_course: Course, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The request the engine stores for a --device cuda container (created on the real engine, never
-    started), and the clear error an engine without the NVIDIA runtime gives when one is started."""
+    started), and the clear error an engine without the NVIDIA runtime gives when one is started. The host
+    is said to have a driver (CI's has none, and --device cuda is then refused before any container)."""
     import docker
 
     image = require_docker_image()
+    monkeypatch.setattr(docker_module, "host_gpus", lambda: 1)
     runner = DockerRunner(memory="1g")
     job = GradeJob(
         course=toy_course, exercise=toy_course.find("toy"), source=Path("."), label="gpu", device="cuda"

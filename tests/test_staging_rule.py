@@ -76,6 +76,17 @@ def test_one_top_folder_is_read_alike_in_every_kind_of_upload(kind: str, tmp_pat
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_the_courses_own_files_beside_the_exercises_are_not_left_over(kind: str, tmp_path: Path) -> None:
+    """A student's checkout holds the README and the public tests beside the files they edit: saying
+    'not taken' of those on every `grade exercise` is noise. Deeper, or named otherwise, they are listed."""
+    members = {n: b"x\n" for n in ("a/toy.py", "a/pair.py", "a/README.md", "a/notes.txt", "a/x/README.md")}
+    source = make_upload(kind, tmp_path / "alice", members)
+    done = stage(source, FILES, tmp_path / "impl", given=frozenset({"README.md", "test_public.py"}))
+    assert done.invalid is None and done.taken == FILES
+    assert done.leftovers == ("a/notes.txt", "a/x/README.md")
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_two_top_folders_with_the_files_name_the_ambiguity(kind: str, tmp_path: Path) -> None:
     done, taken = staged(kind, tmp_path, {"stub/toy.py": b"raise\n", "solution/toy.py": b"ok\n"})
     assert done.invalid is not None and done.invalid.reason is Reason.AMBIGUOUS and taken == {}

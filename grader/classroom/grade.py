@@ -151,6 +151,7 @@ def class_to_grade(
         staged=staged,
         suite=suite,
         runner_id=runner_id,
+        given=plan.course.given_files(plan.exercise),
     )
     return klass, reference_key(suite, runner_id)
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from grader.core.errors import EnvironmentFailure, environment_message
+from grader.core.processes import alive
 
 TEMP_SUFFIX = ".tmp"
 
@@ -65,17 +66,7 @@ def sweep_temporaries(folder: Path) -> list[Path]:
     removed = []
     for path in folder.glob(f".*{TEMP_SUFFIX}"):
         parts = path.name.removesuffix(TEMP_SUFFIX).rsplit("~", 3)
-        if len(parts) == 4 and parts[1] == host and parts[2].isdigit() and not _alive(int(parts[2])):
+        if len(parts) == 4 and parts[1] == host and parts[2].isdigit() and not alive(int(parts[2])):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True

@@ -192,6 +192,13 @@ class Course:
     def exercise_dir(self, exercise: Exercise) -> Path:
         return self.root / "exercises" / exercise.dirname
 
+    def given_files(self, exercise: Exercise) -> frozenset[str]:
+        """The names of the files the course ships in the exercise's folder beside the editable ones (the
+        README, the public tests, the hints): a student's checkout holds them, and staging ignores them."""
+        folder = self.exercise_dir(exercise)
+        shipped = {p.name for p in folder.iterdir() if p.is_file()} if folder.is_dir() else set()
+        return frozenset(shipped - set(exercise.files))
+
     def solution_dir(self, exercise: Exercise) -> Path:
         return self.root / "solutions" / exercise.dirname
 

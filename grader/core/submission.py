@@ -17,7 +17,8 @@ One staging rule, for every kind of upload alike:
   renamed copy is taken, with a note; two or more make the upload ``invalid``, naming them. So does the
   same name twice in one archive.
 - Every other file of the upload is left over, and one note lists the leftovers: nothing is dropped
-  without a word (but clutter: ``upload.is_clutter``).
+  without a word (but clutter, ``upload.is_clutter``, and the course's own files beside the exercise's:
+  a student grading their checkout has the README and the public tests in the folder).
 """
 
 from __future__ import annotations
@@ -71,15 +72,16 @@ class Staged:
         return [note.text for note in self.notes]
 
 
-def stage(source: Path, files: tuple[str, ...], dest: Path) -> Staged:
+def stage(source: Path, files: tuple[str, ...], dest: Path, given: frozenset[str] = frozenset()) -> Staged:
     """Copy ``files`` from ``source`` into ``dest`` by the staging rule; say what was refused, renamed,
-    missing or left over, and whether the upload can be graded at all."""
+    missing or left over, and whether the upload can be graded at all. ``given``: the names of the files
+    the course ships beside ``files`` (``Course.given_files``), never listed as left over."""
     dest.mkdir(parents=True, exist_ok=True)
     try:
         whole = _whole_upload_problem(source, files)
         if whole is not None:
             raise Unreadable(whole)
-        choice = _choose(upload.members(source), files)
+        choice = _choose(upload.members(source), files, given)
         if choice.invalid is not None and choice.invalid.reason is Reason.AMBIGUOUS:
             return Staged((), (choice.invalid,), choice.invalid, choice.leftovers)
         taken, refused = _copy(source, choice.taken, dest)
@@ -149,7 +151,7 @@ class _Choice:
     invalid: Note | None = None
 
 
-def _choose(members: list[Member], files: tuple[str, ...]) -> _Choice:
+def _choose(members: list[Member], files: tuple[str, ...], given: frozenset[str]) -> _Choice:
     """Which member is which of ``files``, by the staging rule (the module's docstring)."""
     if not members:
         raise Unreadable(Note(Reason.EMPTY, "the submission is empty"))
@@ -169,8 +171,17 @@ def _choose(members: list[Member], files: tuple[str, ...]) -> _Choice:
         if choice.invalid is None or choice.invalid.reason is not Reason.AMBIGUOUS:
             _pick(choice, name, found)
     taken = {m.path for m in choice.taken.values()}
-    choice.leftovers = tuple(m.path for m in members if m.kind is not Kind.ESCAPING and m.path not in taken)
+    choice.leftovers = tuple(
+        m.path
+        for m in members
+        if m.kind is not Kind.ESCAPING and m.path not in taken and not _is_given(m, given)
+    )
     return choice
+
+
+def _is_given(member: Member, given: frozenset[str]) -> bool:
+    """A course file at the top of the upload or in its one top folder, where the exercise's files are."""
+    return member.name in given and len(member.parts) <= 2
 
 
 def _candidates(members: list[Member], name: str, files: tuple[str, ...]) -> list[Member]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import SOURCE_ROOT
+from grader.core.processes import alive
 from grader.core.results import ExerciseResult, Status
 from grader.core.submission import stage
 from grader.runners.devices import resolve_device
@@ -76,7 +77,12 @@ class DockerRunner:
         started = time.perf_counter()
         warm = self._take_spare(job) or self._start(job)
         try:
-            staged = stage(job.source, job.exercise.files, warm.handoff / "submission")
+            staged = stage(
+                job.source,
+                job.exercise.files,
+                warm.handoff / "submission",
+                job.course.given_files(job.exercise),
+            )
             notes = list(job.staging_notes) if job.staging_notes is not None else staged.texts
             (warm.handoff / "submission").chmod(0o755)
             (warm.handoff / "go").touch()
@@ -280,23 +286,18 @@ def sweep_leftovers(client: Any) -> list[str]:
 
 def _gone(owner: int) -> bool:
     """Whether the grader process ``owner`` that started something no longer exists (and is not us)."""
-    return owner != os.getpid() and not _alive(owner)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
+    return owner != os.getpid() and not alive(owner)
 
 
 def _device(job: GradeJob) -> str:
-    """The container's device: the host's NVIDIA driver (its nvidia-smi) says whether GPUs can be given to
-    it; ``auto`` gives them only to an exercise with a GPU part."""
-    return resolve_device(job.device, gpus=1 if shutil.which("nvidia-smi") else 0, exercise=job.exercise)
+    """The container's device: the host's GPUs (``host_gpus``) say whether GPUs can be given to it; ``auto``
+    gives them only to an exercise with a GPU part."""
+    return resolve_device(job.device, gpus=host_gpus(), exercise=job.exercise)
+
+
+def host_gpus() -> int:
+    """1 where the host has an NVIDIA driver (its nvidia-smi) to give containers GPUs through, else 0."""
+    return 1 if shutil.which("nvidia-smi") else 0
 
 
 def _mounts(job: GradeJob, handoff: Path) -> list[Any]:

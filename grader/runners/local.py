@@ -88,7 +88,9 @@ class LocalRunner:
         started = time.perf_counter()
         scratch = self._kept_scratch(job) if self.keep_factory else Path(tempfile.mkdtemp(prefix="distgpu-"))
         try:
-            staged = stage(job.source, job.exercise.files, scratch / "impl")
+            staged = stage(
+                job.source, job.exercise.files, scratch / "impl", job.course.given_files(job.exercise)
+            )
             notes = list(job.staging_notes) if job.staging_notes is not None else staged.texts
             plugin = self._grade(job, scratch)
         finally:

@@ -103,17 +103,26 @@ class ClassState:
 
 
 def read_class(
-    *, exercise: Exercise, submissions: Path, store: RecordStore, staged: Path, suite: str, runner_id: str
+    *,
+    exercise: Exercise,
+    submissions: Path,
+    store: RecordStore,
+    staged: Path,
+    suite: str,
+    runner_id: str,
+    given: frozenset[str] = frozenset(),
 ) -> ClassState:
     """List ``submissions`` (``discover``), stage each upload once into ``staged/<student>`` (emptied
-    first), key it, and read the records in ``store`` once, and those set aside beside it (a stray file set
-    aside there is not a record of the student its name says, so it names no one). Writes nothing but
-    ``staged``."""
+    first; ``given`` as ``submission.stage`` takes it), key it, and read the records in ``store`` once,
+    and those set aside beside it (a stray file set aside there is not a record of the student its name
+    says, so it names no one). Writes nothing but ``staged``."""
     found = discover(submissions)
     filed = {record.student: record for record in store.all()}
     shutil.rmtree(staged, ignore_errors=True)
     members = tuple(
-        _member(upload, exercise, staged / upload.student, filed.get(upload.student), suite, runner_id)
+        _member(
+            upload, exercise, staged / upload.student, filed.get(upload.student), (suite, runner_id), given
+        )
         for upload in found
     )
     present = {m.student for m in members}
@@ -125,15 +134,21 @@ def read_class(
 
 
 def _member(
-    upload: Submission, exercise: Exercise, folder: Path, record: Record | None, suite: str, runner_id: str
+    upload: Submission,
+    exercise: Exercise,
+    folder: Path,
+    record: Record | None,
+    grading: tuple[str, str],
+    given: frozenset[str],
 ) -> Member:
+    """``grading``: the suite and the runner a record's key names."""
     if upload.problem is not None:  # known before staging (two uploads of one student): nothing is taken
         folder.mkdir(parents=True, exist_ok=True)
         staged = Staged((), (upload.problem,), upload.problem)
     else:
-        staged = staging.stage(upload.path, exercise.files, folder)
+        staged = staging.stage(upload.path, exercise.files, folder, given)
     files = file_hashes(folder, exercise.files)
-    return Member(upload, staged, folder, files, record_key(staged, files, suite, runner_id), record)
+    return Member(upload, staged, folder, files, record_key(staged, files, *grading), record)
 
 
 def set_aside_absent(klass: ClassState, store: RecordStore) -> list[str]:
