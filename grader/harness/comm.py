@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 import torch
 import torch._C._distributed_c10d as _C
@@ -43,6 +44,7 @@ from grader.harness.recorder import (
     FLIGHT,
     RECORDER,
     ForbiddenCollective,
+    TimedCall,
     accounted,
     global_rank,
     group_rank,
@@ -60,8 +62,10 @@ __all__ = ["COLLECTIVES", "FLIGHT", "P2P_OPS", "RECORDER", "ForbiddenCollective"
 """What rank programs and tests use: ``install`` once, then ``RECORDER`` (reset, finish, summary) per task;
 the worker opens ``FLIGHT``'s file when the judge asks for timelines."""
 
+F = TypeVar("F", bound=Callable[..., object])
 
-def _strip(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+
+def _strip(wrapper: F) -> F:
     """No ``__wrapped__``: ``dist.all_reduce.__wrapped__`` would hand out the unrecorded original."""
     wrapper.__dict__.pop("__wrapped__", None)
     return wrapper
@@ -71,11 +75,11 @@ def _strip(wrapper: Callable[..., Any]) -> Callable[..., Any]:
 # torch.distributed's functions
 
 
-def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_p2p(name: str, original: Callable[..., object]) -> Callable[..., object]:
     peer_arg = "dst" if name in ("send", "isend") else "src"
 
     @functools.wraps(original)
-    def wrapper(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(tensor: torch.Tensor, *args: object, **kwargs: object) -> object:
         peer = args[0] if args else kwargs.get(peer_arg, kwargs.get(f"group_{peer_arg}"))
         with nested() as outermost:
             if not outermost:
@@ -93,8 +97,8 @@ def _wrap_p2p(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _timed_p2p(
-    name: str, peer_arg: str, tensor: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
+    name: str, peer_arg: str, tensor: torch.Tensor, args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> AbstractContextManager[TimedCall]:
     """``timed`` for ``send(tensor, dst, group, tag, group_dst)`` (or ``src``): the peer both ways."""
     group = args[1] if len(args) > 1 else kwargs.get("group")
     tag = args[2] if len(args) > 2 else kwargs.get("tag", 0)
@@ -109,12 +113,14 @@ def _timed_p2p(
     return timed(name, group, peer=peer, group_peer=in_group, nbytes=nbytes, tag=tag)
 
 
-def _refuse_missing_peer(name: str, peer: Any, kwargs: dict[str, Any]) -> None:
+def _refuse_missing_peer(name: str, peer: object, kwargs: Mapping[str, object]) -> None:
     """A peer rank that does not exist is the student's error, said the same way every time: gloo, handed
     one, may crash the rank or block for ever, depending on timing."""
     if not isinstance(peer, int) or peer < 0:
         return
     group = kwargs.get("group")
+    if not (group is None or isinstance(group, _C.ProcessGroup)):
+        return  # not a process group: torch's own call says what is wrong with it
     in_group = any(f"group_{arg}" in kwargs for arg in ("dst", "src"))
     size = dist.get_world_size(group) if in_group else dist.get_world_size()
     if peer >= size:
@@ -122,11 +128,11 @@ def _refuse_missing_peer(name: str, peer: Any, kwargs: dict[str, Any]) -> None:
         raise ValueError(f"dist.{name} with peer rank {peer}: {where} has only ranks 0 to {size - 1}")
 
 
-def _wrap_collective(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_collective(name: str, original: Callable[..., object]) -> Callable[..., object]:
     group_at = _position(original, "group")
 
     @functools.wraps(original)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: object, **kwargs: object) -> object:
         if RECORDER.depth:
             return original(*args, **kwargs)
         nbytes = tensor_bytes(args, kwargs)
@@ -140,7 +146,7 @@ def _wrap_collective(name: str, original: Callable[..., Any]) -> Callable[..., A
     return _strip(wrapper)
 
 
-def _position(function: Callable[..., Any], parameter: str) -> int | None:
+def _position(function: Callable[..., object], parameter: str) -> int | None:
     """Where ``parameter`` stands among ``function``'s positional parameters, if it is one of them."""
     try:
         names = list(inspect.signature(function).parameters)
@@ -153,10 +159,12 @@ def _position(function: Callable[..., Any], parameter: str) -> int | None:
 # the process group's and its backends' methods
 
 
-def _group_p2p(method: str, group: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _group_p2p(method: str, group: object, args: tuple[object, ...], kwargs: Mapping[str, object]) -> None:
     """``send(tensors, dstRank, tag)``, ``recv(tensors, srcRank, tag)``, ``recv_anysource(tensors, tag)``."""
     tensors = args[0] if args else kwargs.get("tensors", [])
     for tensor in tensors if isinstance(tensors, list | tuple) else [tensors]:
+        if not isinstance(tensor, torch.Tensor):
+            continue  # unreachable: the method took only tensors
         record_p2p(
             "isend" if method == "send" else "irecv",
             tensor,
@@ -164,14 +172,16 @@ def _group_p2p(method: str, group: Any, args: tuple[Any, ...], kwargs: dict[str,
         )
 
 
-def _group_peer(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+def _group_peer(method: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> int | None:
     if method == "recv_anysource":
         return None
     peer = args[1] if len(args) > 1 else kwargs.get("dstRank" if method == "send" else "srcRank")
     return peer if isinstance(peer, int) else None
 
 
-def _timed_method(method: str, name: str, group: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _timed_method(
+    method: str, name: str, group: object, args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> AbstractContextManager[TimedCall]:
     """``timed`` for a process group's or backend's method: a collective on it, or its send or recv."""
     if name != P2P:
         return timed(name, group, nbytes=tensor_bytes(args, kwargs))
@@ -184,12 +194,12 @@ def _timed_method(method: str, name: str, group: Any, args: tuple[Any, ...], kwa
 
 
 def _wrap_group_method(
-    owner: str, method: str, name: str, original: Callable[..., Any]
-) -> Callable[..., Any]:
+    owner: str, method: str, name: str, original: Callable[..., object]
+) -> Callable[..., object]:
     how = f" (called as {owner}.{method})"
 
     @functools.wraps(original)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: object, *args: object, **kwargs: object) -> object:
         note_group(self)
         if RECORDER.depth == 0 and name not in (P2P, UNNAMED):
             refuse_or_record(name, how, tensor_bytes(args, kwargs))
@@ -219,8 +229,10 @@ def _backend_classes() -> list[type]:
 # the dispatcher's ops
 
 
-def _op_p2p(namespace: str, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Record the messages of a point-to-point op from its schema's arguments."""
+# Any: the op's arguments as its schema types them (lists of tensors, ranks, a group), read by position; a
+# call they do not fit raises IndexError or TypeError here, which the wrapper skips
+def _op_p2p(namespace: str, op: str, args: tuple[Any, ...]) -> None:
+    """Record the messages of a point-to-point op from its schema's positional arguments."""
     if namespace == "c10d":  # send(tensors, pg, dst, tag), recv_(tensors, pg, src, tag), recv_any_source_
         tensors, group = args[0], args[1] if len(args) > 1 else None
         peer = None if op == "recv_any_source_" else global_rank(group, args[2] if len(args) > 2 else None)
@@ -233,10 +245,10 @@ def _op_p2p(namespace: str, op: str, args: tuple[Any, ...], kwargs: dict[str, An
             record_p2p("isend" if "send" in kind else "irecv", tensor, peer)
 
 
-def _wrap_op(namespace: str, op: str, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_op(namespace: str, op: str, name: str, original: Callable[..., object]) -> Callable[..., object]:
     how = f" (called as torch.ops.{namespace}.{op})"
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: object, **kwargs: object) -> object:
         if RECORDER.depth == 0 and name != P2P:
             refuse_or_record(name, how, tensor_bytes(args, kwargs))
         with nested() as outermost:
@@ -250,7 +262,7 @@ def _wrap_op(namespace: str, op: str, name: str, original: Callable[..., Any]) -
                 call.returned(result)
         if name == P2P:
             try:
-                _op_p2p(namespace, op, args, kwargs)
+                _op_p2p(namespace, op, args)
             except (IndexError, TypeError):  # called by keyword: its traffic still counts as accounted
                 pass
         return result
@@ -265,7 +277,7 @@ def _op_name(op: str, name: str) -> str:
     return "isend" if "send" in op else "irecv"
 
 
-def _op_group(args: tuple[Any, ...]) -> Any:
+def _op_group(args: tuple[object, ...]) -> _C.ProcessGroup | str:
     """The process group among an op's arguments (a group's name for the functional ops), if it shows."""
     return next((a for a in args if isinstance(a, _C.ProcessGroup | str)), "?")
 
@@ -284,11 +296,11 @@ def _install_ops() -> None:
                 target._op = _wrap_op(namespace, op, name, target._op)
 
 
-def _wrap_wait(original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_wait(original: Callable[..., bool]) -> Callable[..., bool]:
     """``Work.wait``, timed when the work came from a recorded call: where a rank waits for its isend."""
 
     @functools.wraps(original)
-    def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def wait(self: _C.Work, *args: object, **kwargs: object) -> bool:
         with timed_wait(self):
             return original(self, *args, **kwargs)
 

@@ -79,7 +79,7 @@ class FlightLog:
         peer: int | None,
         group_peer: int | None,
         nbytes: int,
-        tag: int | None,
+        tag: object,
         group: tuple[str, tuple[int, ...]],
         of: int | None = None,
     ) -> int | None:

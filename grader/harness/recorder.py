@@ -10,10 +10,9 @@ diagrams: diagnostics only, which no grade reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch._C._distributed_c10d as _C
@@ -30,7 +29,7 @@ class ForbiddenCollective(RuntimeError):
 class CommRecorder:
     """What this rank did during the current task; reset before each task."""
 
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, object]] = field(default_factory=list)
     collectives: list[str] = field(default_factory=list)
     collective_bytes: list[int] = field(default_factory=list)
     """Per entry of ``collectives``: the bytes of every tensor the call was handed (``tensor_bytes``)."""
@@ -67,8 +66,8 @@ class CommRecorder:
                 "dist.recv, dist.isend and dist.irecv"
             )
 
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def summary(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "events": self.events,
             "collectives": self.collectives,
             "collective_bytes": self.collective_bytes,
@@ -85,12 +84,12 @@ FLIGHT = FlightLog()
 # ---------------------------------------------------------------------------------------------------------
 # the process groups and their sequence numbers
 
-_GROUPS: dict[int, Any] = {}
+_GROUPS: dict[int, _C.ProcessGroup] = {}
 """Every process group a wrapper has seen or ``distributed_c10d`` listed, by ``id`` (held: ids stay valid)."""
-_WORLD: Any = None
+_WORLD: object = None
 """``distributed_c10d._world`` at install: a reloaded module gets a new, empty one."""
 # attr-defined: torch's stubs (torch/_C/_distributed_c10d.pyi) do not declare this private getter
-_sequence_number: Callable[[Any], int] = _C.ProcessGroup._get_sequence_number_for_group  # type: ignore[attr-defined]
+_sequence_number: Callable[[_C.ProcessGroup], int] = _C.ProcessGroup._get_sequence_number_for_group  # type: ignore[attr-defined]
 """The unwrapped getter, taken before student code could replace it."""
 
 
@@ -100,7 +99,7 @@ def watch_world() -> None:
     _WORLD = getattr(c10d, "_world", None)
 
 
-def note_group(group: Any) -> None:
+def note_group(group: object) -> None:
     """Hold ``group`` if it is a process group: its sequence number is read from now on."""
     if isinstance(group, _C.ProcessGroup) and id(group) not in _GROUPS:
         _GROUPS[id(group)] = group
@@ -128,7 +127,7 @@ def _sequence_total() -> int:
 # recording
 
 
-def global_rank(group: Any, peer: int | None) -> int | None:
+def global_rank(group: object, peer: int | None) -> int | None:
     """``peer``'s rank in the default group: the process-group methods and ops take the group's rank."""
     if peer is None or not isinstance(group, _C.ProcessGroup):
         return peer
@@ -138,8 +137,9 @@ def global_rank(group: Any, peer: int | None) -> int | None:
         return peer
 
 
-def record_p2p(op: str, tensor: torch.Tensor, peer: int | None) -> None:
-    """Record one message: ``tensor`` sent to or received from ``peer`` (None: not known)."""
+def record_p2p(op: str, tensor: torch.Tensor, peer: object) -> None:
+    """Record one message: ``tensor`` sent to or received from ``peer`` (None: not known; the rank, as the
+    student's call gave it)."""
     RECORDER.events.append(
         {
             "op": op,
@@ -165,7 +165,7 @@ def refuse_or_record(name: str, how: str, nbytes: int = 0) -> None:
     RECORDER.collective_bytes.append(nbytes)
 
 
-def tensor_bytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+def tensor_bytes(args: tuple[object, ...], kwargs: Mapping[str, object]) -> int:
     """The bytes of every tensor among a call's arguments, those in a list or tuple included: for
     ``all_reduce(t)`` or ``broadcast(t, src)`` the message itself; for a collective with an input and an
     output (``all_gather``, ``reduce_scatter``) both."""
@@ -203,14 +203,14 @@ def accounted() -> Iterator[None]:
 Group = tuple[str, tuple[int, ...]]
 """A process group as the flight file names it: its name and its members' global ranks."""
 _UNKNOWN: Group = ("?", ())
-_GROUP_INFO: dict[Any, tuple[Any, Group]] = {}
+_GROUP_INFO: dict[int | None, tuple[object, Group]] = {}
 """By ``id`` of the group (None: the default group): the group itself (held, so the id stays its own) and
 its ``Group``."""
-_WORKS: dict[int, tuple[Any, int, Group, int | None]] = {}
+_WORKS: dict[int, tuple[_C.Work, int, Group, int | None]] = {}
 """By ``id`` of a ``Work`` a recorded call returned: the work (held), the call's index, group and peer."""
 
 
-def group_info(group: Any) -> Group:
+def group_info(group: object) -> Group:
     """The name and members of ``group``: a process group, None for the default one, or a group's name (the
     functional collectives'); ``("?", ())`` when it is none of these."""
     key = None if group is None else id(group)
@@ -222,7 +222,7 @@ def group_info(group: Any) -> Group:
     return info
 
 
-def _resolve(group: Any) -> Any:
+def _resolve(group: object) -> object:
     if group is None and c10d.is_initialized():
         return c10d._get_default_group()
     if isinstance(group, str):
@@ -231,7 +231,7 @@ def _resolve(group: Any) -> Any:
     return group
 
 
-def _describe_group(group: Any) -> Group:
+def _describe_group(group: object) -> Group:
     if not isinstance(group, _C.ProcessGroup):
         return _UNKNOWN
     try:
@@ -240,7 +240,7 @@ def _describe_group(group: Any) -> Group:
         return _UNKNOWN
 
 
-def group_rank(group: Any, peer: int | None) -> int | None:
+def group_rank(group: object, peer: int | None) -> int | None:
     """Global rank ``peer``'s rank in ``group`` (None: the default group, where the two are the same)."""
     if peer is None or group is None:
         return peer
@@ -256,7 +256,7 @@ class TimedCall:
     def __init__(self, index: int | None, group: Group, peer: int | None) -> None:
         self.index, self.group, self.peer = index, group, peer
 
-    def returned(self, result: Any, *, sender: bool = False) -> None:
+    def returned(self, result: object, *, sender: bool = False) -> None:
         """``result`` of the call: a ``Work`` is remembered for its ``wait``; with ``sender``, the rank a
         receive from any source got its message from."""
         if self.index is None:
@@ -270,12 +270,12 @@ class TimedCall:
 @contextmanager
 def timed(
     op: str,
-    group: Any,
+    group: object,
     *,
     peer: int | None = None,
     group_peer: int | None = None,
     nbytes: int = 0,
-    tag: int | None = None,
+    tag: object = None,
 ) -> Iterator[TimedCall]:
     """Time call ``op`` on ``group`` into the flight file: a ``b`` line now, an ``e`` line when it ends."""
     if FLIGHT.memory is None:
@@ -292,7 +292,7 @@ def timed(
 
 
 @contextmanager
-def timed_wait(work: Any) -> Iterator[None]:
+def timed_wait(work: object) -> Iterator[None]:
     """Time a ``wait`` on ``work`` when a recorded call returned it (a student's ``req.wait()``)."""
     entry = _WORKS.get(id(work))
     if entry is None or entry[0] is not work or RECORDER.depth:
