@@ -21,7 +21,7 @@ import mmap
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, TypeGuard
 
 MAX_CALLS_PER_TEST = 20_000
 """Calls recorded per test (one world task), shared evenly by the ranks: 20,000 // world size per rank. A
@@ -122,7 +122,7 @@ class FlightLog:
         self.offset = end
 
 
-def _json_int(value: Any) -> str:
+def _json_int(value: object) -> str:
     """A rank, tag, size or index as JSON, when it is a plain int; anything else a student passed: null."""
     return str(value) if type(value) is int else "null"
 
@@ -142,12 +142,29 @@ def _quoted(name: str) -> str:
 # the judge's side
 
 
+class FlightCall(TypedDict):
+    """One call of a flight file, read back: a ``b`` line's ``CALL_FIELDS``, then its ``e`` line's."""
+
+    index: int
+    op: str
+    peer: int | None
+    group_peer: int | None
+    nbytes: int | None
+    tag: int | None
+    group: str
+    start: float
+    of: int | None
+    end: float | None
+    """None: never returned."""
+    ok: bool
+
+
 @dataclass
 class RankFlight:
     """What one rank's flight file says, as plain values: its calls, its groups, whether it was cut."""
 
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    """``CALL_FIELDS`` plus ``end`` (None: never returned) and ``ok``, in the order the calls started."""
+    calls: list[FlightCall] = field(default_factory=list)
+    """In the order the calls started."""
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
     truncated: bool = False
 
@@ -156,7 +173,7 @@ def read_flight(text: str) -> RankFlight:
     """Parse a flight file's text; lines that are not well formed (cut off, or written by student code
     over the recorder's) are skipped."""
     flight = RankFlight()
-    by_index: dict[int, dict[str, Any]] = {}
+    by_index: dict[object, FlightCall] = {}  # looked up by whatever an ``e`` line names its call with
     for line in text.partition("\0")[0].splitlines():
         try:
             row = json.loads(line)
@@ -168,47 +185,67 @@ def read_flight(text: str) -> RankFlight:
     return flight
 
 
-def _take(row: list[Any], flight: RankFlight, by_index: dict[int, dict[str, Any]]) -> None:
+def _take(row: list[object], flight: RankFlight, by_index: dict[object, FlightCall]) -> None:
     kind = row[0]
     if kind == "x":
         flight.truncated = True
-    elif kind == "g" and len(row) == 3 and _is_name(row[1]) and _ints(row[2]):
-        flight.groups[row[1]] = tuple(row[2])
+    elif kind == "g" and len(row) == 3:
+        name, members = row[1], row[2]
+        if _is_name(name) and _ints(members):
+            flight.groups[name] = tuple(members)
     elif kind == "b" and len(row) == 1 + len(CALL_FIELDS):
-        call = dict(zip(CALL_FIELDS, row[1:], strict=True))
-        if _valid_call(call) and call["index"] not in by_index:
-            call |= {"end": None, "ok": True}
+        call = _begun(row[1:])
+        if call is not None and call["index"] not in by_index:
             by_index[call["index"]] = call
             flight.calls.append(call)
-    elif kind == "e" and len(row) == 5 and row[1] in by_index and _number(row[2]):
-        call = by_index[row[1]]
-        call["end"], call["ok"] = float(row[2]), row[3] is True
-        if call["peer"] is None and _optional_int(row[4]):
-            call["peer"] = row[4]
+    elif kind == "e" and len(row) == 5 and row[1] in by_index:
+        end, peer = row[2], row[4]
+        if _number(end):
+            call = by_index[row[1]]
+            call["end"], call["ok"] = float(end), row[3] is True
+            if call["peer"] is None and _optional_int(peer):
+                call["peer"] = peer
 
 
-def _valid_call(call: dict[str, Any]) -> bool:
-    return (
-        type(call["index"]) is int
-        and _is_name(call["op"])
-        and all(_optional_int(call[k]) for k in ("peer", "group_peer", "tag", "of"))
-        and _optional_int(call["nbytes"])
-        and _is_name(call["group"])
-        and _number(call["start"])
+def _begun(fields: list[object]) -> FlightCall | None:
+    """The call a ``b`` line's fields (``CALL_FIELDS``) describe, not yet returned; None when malformed."""
+    index, op, peer, group_peer, nbytes, tag, group, start, of = fields
+    if not (type(index) is int and _is_name(op) and _is_name(group) and _number(start)):
+        return None
+    if not (
+        _optional_int(peer)
+        and _optional_int(group_peer)
+        and _optional_int(tag)
+        and _optional_int(of)
+        and _optional_int(nbytes)
+    ):
+        return None
+    return FlightCall(
+        index=index,
+        op=op,
+        peer=peer,
+        group_peer=group_peer,
+        nbytes=nbytes,
+        tag=tag,
+        group=group,
+        start=start,
+        of=of,
+        end=None,
+        ok=True,
     )
 
 
-def _is_name(value: Any) -> bool:
+def _is_name(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and 0 < len(value) <= 64 and value.isprintable()
 
 
-def _ints(value: Any) -> bool:
+def _ints(value: object) -> TypeGuard[list[int]]:
     return isinstance(value, list) and len(value) <= 1 << 16 and all(type(v) is int for v in value)
 
 
-def _optional_int(value: Any) -> bool:
+def _optional_int(value: object) -> TypeGuard[int | None]:
     return value is None or type(value) is int
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return type(value) in (int, float) and value == value  # not NaN

@@ -8,11 +8,10 @@ judge knows (the test, its verdict, where a hang's ranks wait, the pattern it ex
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from grader.core.results import TestResult
 from grader.core.timeline import Call, Group, Timeline
-from grader.harness.flight import RankFlight, read_flight
+from grader.harness.flight import FlightCall, RankFlight, read_flight
 from grader.harness.patterns import Pattern, first_departure
 
 KEPT_CALLS = 2_000
@@ -113,7 +112,7 @@ def _calls(parsed: list[RankFlight]) -> tuple[Call, ...]:
     return tuple(_call(rank, row, origin) for rank, flight in enumerate(parsed) for row in flight.calls)
 
 
-def _call(rank: int, row: dict[str, Any], origin: float) -> Call:
+def _call(rank: int, row: FlightCall, origin: float) -> Call:
     end = row["end"]
     return Call(
         rank=rank,
