@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NoReturn
 
 import torch
 
@@ -12,7 +12,9 @@ from grader.harness.outcomes import CheckFailure, CommEvent, RankResult, SameCal
 from grader.harness.patterns import Pattern
 from grader.harness.world import LiveRanks
 
-Hangs = dict[tuple[Any, ...], str]
+CallKey = tuple[str, tuple[str, ...], int]
+"""What makes two calls the same call (``call_key``): the function or program, its settings, world size."""
+Hangs = dict[CallKey, str]
 """Calls that hung in this grading run -> which test hung and where: ``call_key(task, size)`` keys."""
 MessageLabels = dict[tuple[int | None, int | None, int], str]
 """``{(src, dst, k): label}`` for the k-th message from src to dst (``sent_labels``). A peer the recorder
@@ -59,8 +61,8 @@ class World:
         module: str,
         function: str,
         *,
-        args: Sequence[Sequence[Any]],
-        kwargs: Sequence[dict[str, Any]] | dict[str, Any] | None = None,
+        args: Sequence[Sequence[object]],
+        kwargs: Sequence[dict[str, object]] | dict[str, object] | None = None,
         forbid: Iterable[str] = (),
     ) -> list[RankResult]:
         """On rank r, call the student's ``module.function(*args[r], **kwargs[r])``; results in rank order."""
@@ -68,7 +70,7 @@ class World:
         per_rank_kwargs = self._per_rank(kwargs or {})
         if len(args) != self.size:
             raise ValueError(f"args has {len(args)} entries for {self.size} ranks")
-        tasks = [
+        tasks: list[dict[str, object]] = [
             {
                 "kind": "call",
                 "module": module,
@@ -82,17 +84,21 @@ class World:
         return self._submit(tasks)
 
     def run(
-        self, program: str, *, inputs: Sequence[dict[str, Any]] | dict[str, Any], forbid: Iterable[str] = ()
+        self,
+        program: str,
+        *,
+        inputs: Sequence[dict[str, object]] | dict[str, object],
+        forbid: Iterable[str] = (),
     ) -> list[RankResult]:
         """On rank r, run the trusted rank program ``"module:function"`` with ``**inputs[r]``."""
         __tracebackhide__ = True
-        tasks = [
+        tasks: list[dict[str, object]] = [
             {"kind": "run", "program": program, "inputs": i, "forbid": list(forbid)}
             for i in self._per_rank(inputs)
         ]
         return self._submit(tasks)
 
-    def _submit(self, tasks: list[dict[str, Any]]) -> list[RankResult]:
+    def _submit(self, tasks: list[dict[str, object]]) -> list[RankResult]:
         __tracebackhide__ = True
         key = call_key(tasks[0], self.size)
         if key in self._hangs:
@@ -108,7 +114,7 @@ class World:
             raise
         return self.last
 
-    def _per_rank(self, value: Sequence[dict[str, Any]] | dict[str, Any]) -> list[dict[str, Any]]:
+    def _per_rank(self, value: Sequence[dict[str, object]] | dict[str, object]) -> list[dict[str, object]]:
         if isinstance(value, dict):
             return [value] * self.size
         if len(value) != self.size:
@@ -121,7 +127,7 @@ class World:
 
 
 def assert_equal(
-    got: Any,
+    got: object,
     expected: torch.Tensor,
     *,
     rank: int | None = None,
@@ -129,7 +135,7 @@ def assert_equal(
     what: str = "result",
 ) -> None:
     """Exact equality: same dtype, same shape, every element; the message names the first difference."""
-    _check_tensor_like(got, expected, rank, world_size, what)
+    got = _tensor_like(got, expected, rank, world_size, what)
     mismatch = (got != expected).reshape(-1).nonzero()
     if mismatch.numel():
         index = int(mismatch[0])
@@ -142,7 +148,7 @@ def assert_equal(
 
 
 def assert_close(
-    got: Any,
+    got: object,
     expected: torch.Tensor,
     *,
     rtol: float,
@@ -152,7 +158,7 @@ def assert_close(
     what: str = "result",
 ) -> None:
     """``|got - expected| <= atol + rtol * |expected|`` elementwise; say why the tolerance at the call."""
-    _check_tensor_like(got, expected, rank, world_size, what)
+    got = _tensor_like(got, expected, rank, world_size, what)
     bad = ~torch.isclose(got, expected, rtol=rtol, atol=atol)
     if bad.any():
         index = int(bad.reshape(-1).nonzero()[0])
@@ -165,10 +171,12 @@ def assert_close(
         )
 
 
-def _check_tensor_like(
-    got: Any, expected: torch.Tensor, rank: int | None, world_size: int | None, what: str
-) -> None:
-    def fail(message: str) -> None:
+def _tensor_like(
+    got: object, expected: torch.Tensor, rank: int | None, world_size: int | None, what: str
+) -> torch.Tensor:
+    """``got``, when it is a tensor of ``expected``'s dtype and shape; else ``CheckFailure``."""
+
+    def fail(message: str) -> NoReturn:
         raise CheckFailure(message, rank=rank, world_size=world_size)
 
     if not isinstance(got, torch.Tensor):
@@ -177,9 +185,10 @@ def _check_tensor_like(
         fail(f"{what}: dtype {got.dtype} but expected {expected.dtype}")
     if got.shape != expected.shape:
         fail(f"{what}: shape {tuple(got.shape)} but expected {tuple(expected.shape)}")
+    return got
 
 
-def _item(tensor: torch.Tensor, index: int) -> Any:
+def _item(tensor: torch.Tensor, index: int) -> int | float | bool:
     return tensor.reshape(-1)[index].item()
 
 
@@ -265,19 +274,21 @@ def _rank_steps(res: RankResult, labels: MessageLabels) -> list[str]:
     ]
 
 
-def call_key(task: dict[str, Any], size: int) -> tuple[Any, ...]:
+def call_key(task: Mapping[str, object], size: int) -> CallKey:
     """What makes two calls the same call: the function or program, its configuration, the world size.
 
     Configuration is the names and flags a call is given (strings, booleans, None): a schedule's name, a
     mode. Numbers, tensors and containers are data (sizes, seeds, inputs): the same ring on another tensor
     or seed hangs again, and retrying it would spend the exercise's time budget on timeouts.
     """
-    target = task.get("program") or f"{task['module']}.{task['function']}"
+    target = str(task.get("program") or f"{task['module']}.{task['function']}")
     named = task.get("kwargs") or task.get("inputs") or {}
-    settings = [repr(a) for a in task.get("args", ()) if _setting(a)]
-    settings += [f"{k}={v!r}" for k, v in sorted(named.items()) if _setting(v)]
+    args = task.get("args", ())
+    settings = [repr(a) for a in (args if isinstance(args, list | tuple) else ()) if _setting(a)]
+    if isinstance(named, dict):
+        settings += [f"{k}={v!r}" for k, v in sorted(named.items()) if _setting(v)]
     return (target, tuple(settings), size)
 
 
-def _setting(value: Any) -> bool:
+def _setting(value: object) -> bool:
     return value is None or isinstance(value, bool | str)
