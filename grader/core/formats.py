@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeAlias
 
 from grader.core.results import ExerciseResult, Status, TestResult
+
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+"""A value ``json.dumps`` writes and ``json.loads`` gives back; its readers narrow it with ``isinstance``."""
+JSON: TypeAlias = "dict[str, JSONValue]"
+"""A JSON object."""
 
 STYLES = {
     Status.PASSED: "green",

@@ -11,9 +11,12 @@ from __future__ import annotations
 import ctypes
 import json
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from grader.core.formats import JSON, JSONValue
 
 TENSOR_KEY = "__tensor__"
 DTYPES: dict[str, torch.dtype] = {
@@ -40,7 +43,7 @@ class WireError(ValueError):
 # encode
 
 
-def encode(value: Any) -> bytes:
+def encode(value: object) -> bytes:
     """Serialize ``value`` (JSON values, tuples, str-keyed dicts and dense tensors) into one frame."""
     blobs: list[bytes] = []
     header = json.dumps(_to_json(value, blobs, "value")).encode()
@@ -50,12 +53,14 @@ def encode(value: Any) -> bytes:
     return b"".join(parts)
 
 
-def _to_json(value: Any, blobs: list[bytes], where: str) -> Any:
-    if value is None or type(value) in (bool, int, float, str):
+def _to_json(value: object, blobs: list[bytes], where: str) -> JSONValue:
+    if value is None:
+        return None
+    if isinstance(value, bool | int | float | str) and type(value) in (bool, int, float, str):
         return value
     if isinstance(value, torch.Tensor):
         return _tensor_to_json(value, blobs, where)
-    if type(value) in (list, tuple):
+    if isinstance(value, list | tuple) and type(value) in (list, tuple):
         return [_to_json(item, blobs, f"{where}[{i}]") for i, item in enumerate(value)]
     if type(value) is dict:
         if TENSOR_KEY in value:
@@ -66,7 +71,7 @@ def _to_json(value: Any, blobs: list[bytes], where: str) -> Any:
     raise WireError(f"{where}: a {type(value).__qualname__} cannot cross to the judge (plain data only)")
 
 
-def _tensor_to_json(tensor: torch.Tensor, blobs: list[bytes], where: str) -> dict[str, Any]:
+def _tensor_to_json(tensor: torch.Tensor, blobs: list[bytes], where: str) -> JSON:
     if tensor.layout != torch.strided or tensor.dtype not in _DTYPE_NAMES:
         raise WireError(f"{where}: unsupported tensor ({tensor.dtype}, {tensor.layout})")
     # as_subclass drops any student Tensor subclass; the bytes are read straight from memory.
@@ -80,6 +85,7 @@ def _tensor_to_json(tensor: torch.Tensor, blobs: list[bytes], where: str) -> dic
 # decode
 
 
+# Any: JSON values and tensors, which each caller reads by its own protocol (a task, a rank's reply)
 def decode(frame: bytes) -> Any:
     """Rebuild a value from ``frame``; raise ``WireError`` on anything malformed."""
     header, offset = _read_chunk(frame, 0)
@@ -104,7 +110,7 @@ def _read_chunk(frame: bytes, offset: int) -> tuple[bytes, int]:
     return frame[start : start + length], start + length
 
 
-def _from_json(node: Any, blobs: list[bytes]) -> Any:
+def _from_json(node: object, blobs: list[bytes]) -> object:
     if isinstance(node, list):
         return [_from_json(item, blobs) for item in node]
     if isinstance(node, dict):
@@ -114,9 +120,14 @@ def _from_json(node: Any, blobs: list[bytes]) -> Any:
     return node
 
 
-def _tensor_from_json(node: dict[str, Any], blobs: list[bytes]) -> torch.Tensor:
+def _tensor_from_json(node: dict[str, object], blobs: list[bytes]) -> torch.Tensor:
     index, dtype_name, shape = node.get(TENSOR_KEY), node.get("dtype"), node.get("shape")
-    if set(node) != {TENSOR_KEY, "dtype", "shape"} or dtype_name not in DTYPES:
+    # isinstance last: a dtype that cannot be hashed raises TypeError in the lookup, as it always has
+    if (
+        set(node) != {TENSOR_KEY, "dtype", "shape"}
+        or dtype_name not in DTYPES
+        or not isinstance(dtype_name, str)
+    ):
         raise WireError(f"malformed tensor header {node!r:.200}")
     if type(index) is not int or not 0 <= index < len(blobs):
         raise WireError("tensor refers to a missing blob")

@@ -57,11 +57,12 @@ class WorkerSpec:
     flight_path: Path | None = None
     """Where the rank times its calls for space-time diagrams (``flight``); None: it times nothing."""
 
-    def to_fields(self) -> dict[str, Any]:
+    def to_fields(self) -> dict[str, object]:
         """Plain JSON fields, for the trip to the rank factory."""
         return {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
+    # Any: the spec's own fields back from JSON (to_fields), each of its field's type, passed on by name
     def from_fields(cls, fields: dict[str, Any]) -> WorkerSpec:
         paths = {f.name for f in dataclasses.fields(cls) if f.type in ("Path", Path, "Path | None")}
         values: dict[str, Any] = {
@@ -196,14 +197,16 @@ def _redirect_output(log_path: Path) -> None:
 
 def _join_world(spec: WorkerSpec) -> RankContext:
     device = torch.device("cpu")
-    kwargs: dict[str, Any] = {}
+    device_id: torch.device | None = None  # None, init_method and store: init_process_group's defaults
+    init_method: str | None = None
+    prefix_store: dist.Store | None = None
     if spec.device == "cuda":
         device = torch.device("cuda", spec.rank if spec.local_rank is None else spec.local_rank)
         torch.cuda.set_device(device)
         if spec.backend == "nccl":  # binds the communicator to this GPU; gloo worlds share GPUs instead
-            kwargs["device_id"] = device
+            device_id = device
     if spec.store_address is None:
-        kwargs["init_method"] = f"file://{spec.store_path}"
+        init_method = f"file://{spec.store_path}"
     else:
         # the stores where they are typed (torch.distributed re-exports them undeclared)
         import torch._C._distributed_c10d as c10d
@@ -211,13 +214,15 @@ def _join_world(spec: WorkerSpec) -> RankContext:
         host, port = spec.store_address.rsplit(":", 1)
         timeout = timedelta(seconds=spec.pg_timeout_s)
         store = c10d.TCPStore(host, int(port), is_master=False, timeout=timeout)
-        kwargs["store"] = c10d.PrefixStore(str(spec.store_path), store)
+        prefix_store = c10d.PrefixStore(str(spec.store_path), store)
     dist.init_process_group(
         spec.backend,
         rank=spec.rank,
         world_size=spec.world_size,
         timeout=timedelta(seconds=spec.pg_timeout_s),
-        **kwargs,
+        init_method=init_method,
+        store=prefix_store,
+        device_id=device_id,
     )
     return RankContext(spec.rank, spec.world_size, device, spec.impl_dir)
 
@@ -244,6 +249,7 @@ def _serve(ctx: RankContext, spec: WorkerSpec, tasks: Connection, replies: Conne
         replies.send_bytes(_run_task(ctx, spec, task))
 
 
+# Any: a task as the judge wrote it (testing.World), its fields read by name
 def _run_task(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> bytes:
     comm.RECORDER.reset(frozenset(task.get("forbid", ())))
     started = time.perf_counter()
@@ -259,7 +265,7 @@ def _run_task(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> bytes
     return frame
 
 
-def _aftermath(started: float) -> dict[str, Any]:
+def _aftermath(started: float) -> dict[str, object]:
     """What every reply carries besides the outcome: the traffic, the time, and whether anything lingers."""
     return {"comm": comm.RECORDER.summary(), "seconds": _since(started), "lingering": _lingering()}
 
@@ -294,7 +300,8 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _dispatch(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> Any:
+# Any: a task as the judge wrote it (testing.World), its fields read by name
+def _dispatch(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> object:
     if task["kind"] == "call":
         return call(ctx, task["module"], task["function"], task["args"], task["kwargs"])
     module_name, _, function_name = task["program"].partition(":")
@@ -302,7 +309,9 @@ def _dispatch(ctx: RankContext, spec: WorkerSpec, task: dict[str, Any]) -> Any:
     return program(ctx, **task["inputs"])
 
 
-def call(ctx: RankContext, module: str, function: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def call(
+    ctx: RankContext, module: str, function: str, args: list[object], kwargs: dict[str, object]
+) -> dict[str, object]:
     """The generic rank program: ``module.function(*args, **kwargs)`` on this rank's device.
 
     Returns the return value and the caller's own argument objects after the call, as torch.distributed's
@@ -316,14 +325,14 @@ def call(ctx: RankContext, module: str, function: str, args: list[Any], kwargs: 
     return {"returned": returned, "args": callers_view}
 
 
-def _containers_copied(value: Any) -> Any:
+def _containers_copied(value: object) -> object:
     """Copy the lists around the tensors, not the tensors: what the caller holds, whatever the callee does."""
     if isinstance(value, list):
         return [_containers_copied(v) for v in value]
     return value
 
 
-def _to_device(value: Any, device: torch.device) -> Any:
+def _to_device(value: object, device: torch.device) -> object:
     if isinstance(value, torch.Tensor):
         return value.to(device)
     if isinstance(value, list):
@@ -341,7 +350,7 @@ def _load_program_module(programs_dir: Path, name: str) -> ModuleType:
     return sys.modules[key]
 
 
-def _describe(exc: BaseException, impl_dir: Path) -> dict[str, Any]:
+def _describe(exc: BaseException, impl_dir: Path) -> dict[str, object]:
     """The error as the student should see it: type, message, and the frames from their own files."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(str(impl_dir))]
     where = [f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames]
