@@ -29,6 +29,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -71,19 +72,21 @@ class NodeFactory(Factory):
         super().__init__(line)
         self.address, self.token, self.scratch = address, token, scratch
 
-    def _ready(self) -> dict[str, Any]:
+    def _ready(self) -> dict[str, object]:
         return super()._ready() | {"node": os.environ.get(NODE_VAR) or socket.gethostname()}
 
+    # Any: a JSON message of the factory's protocol, its fields read by name as the other side wrote them
     def _receive(self) -> tuple[dict[str, Any], list[int]] | None:
         try:
             return json.loads(self.sock.recv_bytes()), []
         except (EOFError, OSError):
             return None
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: Mapping[str, object]) -> None:
         self.sock.send_bytes(json.dumps(message).encode())
 
-    def _handle(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    # Any: a JSON message of the factory's protocol, its fields read by name as the other side wrote them
+    def _handle(self, request: dict[str, Any], fds: list[int]) -> dict[str, object]:
         if request["op"] == "stage":
             return self._stage(request["files"])
         if request["op"] == "read":
@@ -112,7 +115,7 @@ class NodeFactory(Factory):
         del self.children[pid]
         self._send({"exit": pid, "code": code})
 
-    def _stage(self, files: dict[str, str]) -> dict[str, Any]:
+    def _stage(self, files: dict[str, str]) -> dict[str, object]:
         for relative, content in files.items():
             target = self._inside(self.scratch / relative)
             target.parent.mkdir(parents=True, exist_ok=True)

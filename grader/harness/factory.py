@@ -15,10 +15,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from grader.core.sandbox import Sandbox, minimal_env
 from grader.harness.zygote import BOOTSTRAP, MAX_MESSAGE_BYTES
@@ -156,15 +157,17 @@ class RankFactory:
             self._process = None
         self._ready = False
 
-    def _request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+    # Any: the factory's JSON answer, read by the field its request asks for
+    def _request(self, message: Mapping[str, object], fds: list[int] | None = None) -> dict[str, Any]:
         if self._sock is None or not self.alive or not self._ready:
             raise FactoryError("the rank factory is not running (or not ready)")
         try:
             socket.send_fds(self._sock, [json.dumps(message).encode()], fds or [])
         except OSError as exc:
             raise FactoryError(f"the rank factory is gone ({exc})") from None
-        return answer_or_raise(self._receive(ANSWER_TIMEOUT_S, message["op"]))
+        return answer_or_raise(self._receive(ANSWER_TIMEOUT_S, str(message["op"])))
 
+    # Any: the factory's JSON answer, read by the field its request asks for
     def _receive(self, timeout_s: float, what: str) -> dict[str, Any]:
         assert self._sock is not None
         deadline = time.monotonic() + timeout_s
@@ -183,7 +186,10 @@ class RankFactory:
                 raise FactoryError(f"the rank factory did not answer {what}; its log: {_tail(self.log_path)}")
 
 
-def answer_or_raise(answer: dict[str, Any]) -> dict[str, Any]:
+A = TypeVar("A", bound=Mapping[str, object])
+
+
+def answer_or_raise(answer: A) -> A:
     """The factory's answer, or ``FactoryError`` when it says it could not do what was asked."""
     if "error" in answer:
         raise FactoryError(answer["error"])

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -117,7 +118,9 @@ class Switchboard:
         with self._changed:
             self._arrived[ticket] = None
 
-    def take(self, ticket: str, timeout_s: float, still_coming: Any = lambda: True) -> Connection:
+    def take(
+        self, ticket: str, timeout_s: float, still_coming: Callable[[], object] = lambda: True
+    ) -> Connection:
         """The connection that showed ``ticket``; ``FactoryError`` after ``timeout_s`` or once
         ``still_coming()`` says it never will."""
         deadline = time.monotonic() + timeout_s
@@ -230,7 +233,7 @@ class NodeRankFactory:
         }
         argv = [*launch_prefix(self.node), sys.executable, "-m", "grader.harness.agent"]
         with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
+            self._process = process = subprocess.Popen(
                 argv,
                 env=env,
                 cwd=SOURCE_ROOT,
@@ -239,7 +242,7 @@ class NodeRankFactory:
                 stderr=log,
                 start_new_session=True,
             )
-        self._line = self.switchboard.take(ticket, START_TIMEOUT_S, lambda: self._process.poll() is None)
+        self._line = self.switchboard.take(ticket, START_TIMEOUT_S, lambda: process.poll() is None)
         config = {"sys_path": [p for p in sys.path if os.path.isabs(p)], "preload": [*PRELOAD]}
         self._line.send_bytes(json.dumps(config).encode())
         threading.Thread(target=self._listen, args=(self._line,), daemon=True).start()
@@ -316,15 +319,17 @@ class NodeRankFactory:
             raise FactoryError(f"more than {MAX_STAGED_BYTES >> 20} MiB to copy to {self.node}")
         return files
 
-    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+    # Any: the factory's JSON answer, read by the field its request asks for
+    def _request(self, message: Mapping[str, object]) -> dict[str, Any]:
         if self._line is None or not self.alive:
             raise FactoryError(f"the rank factory on {self.node} is not running")
         try:
             self._line.send_bytes(json.dumps(message).encode())
         except OSError as exc:
             raise FactoryError(f"the rank factory on {self.node} is gone ({exc})") from None
-        return answer_or_raise(self._wait_answer(ANSWER_TIMEOUT_S, message["op"]))
+        return answer_or_raise(self._wait_answer(ANSWER_TIMEOUT_S, str(message["op"])))
 
+    # Any: the factory's JSON answer, read by the field its request asks for
     def _wait_answer(self, timeout_s: float, what: str) -> dict[str, Any]:
         try:
             answer = self._answers.get(timeout=timeout_s)

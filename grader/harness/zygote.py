@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -42,6 +43,7 @@ serve(sock, config)
 """Run as ``python -I -c BOOTSTRAP FD``: the judge sends ``sys_path`` and ``preload`` first."""
 
 
+# Any: the judge's JSON config (sys_path, preload), read by name
 def serve(sock: socket.socket, config: dict[str, Any]) -> None:
     """Preload, say ready, then serve requests until the judge hangs up; then exit at once.
 
@@ -53,6 +55,7 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
     os._exit(0)
 
 
+# Any: the judge's JSON config (sys_path, preload), read by name
 def serve_preloaded(config: dict[str, Any], factory: Factory) -> None:
     """Die with the parent, adopt orphans, import what ``config`` says to preload, then run ``factory``."""
     _die_with_parent()
@@ -63,6 +66,7 @@ def serve_preloaded(config: dict[str, Any], factory: Factory) -> None:
 
 
 class Factory:
+    # Any: a socket here, a Connection for agent.NodeFactory; each class calls its own line's methods
     def __init__(self, sock: Any) -> None:
         """``sock``: the judge's line, a socket here, a ``Connection`` for ``agent.NodeFactory``."""
         self.sock = sock
@@ -91,7 +95,7 @@ class Factory:
                     _drain(self.wake_r)
                     self._reap()
 
-    def _ready(self) -> dict[str, Any]:
+    def _ready(self) -> dict[str, object]:
         return {"ready": os.getpid()}
 
     def _answer(self) -> bool:
@@ -103,6 +107,7 @@ class Factory:
         self._send(self._handle(request, fds))
         return True
 
+    # Any: a JSON message of the factory's protocol, its fields read by name as the other side wrote them
     def _receive(self) -> tuple[dict[str, Any], list[int]] | None:
         try:
             data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES, 3)
@@ -110,10 +115,11 @@ class Factory:
             return None
         return (json.loads(data), fds) if data else None
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: Mapping[str, object]) -> None:
         self.sock.send(json.dumps(message).encode())
 
-    def _handle(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    # Any: a JSON message of the factory's protocol, its fields read by name as the other side wrote them
+    def _handle(self, request: dict[str, Any], fds: list[int]) -> dict[str, object]:
         if request["op"] == "fork":
             try:
                 return {"pid": self._fork(request["spec"], fds)}
@@ -124,6 +130,7 @@ class Factory:
         self._signal(request["pids"], request["signal"], request["group"])
         return {"ok": True}
 
+    # Any: a WorkerSpec's fields as JSON (WorkerSpec.to_fields), passed on to WorkerSpec.from_fields
     def _fork(self, spec_fields: dict[str, Any], fds: list[int]) -> int:
         from grader.harness.worker import WorkerSpec, worker_main
 
