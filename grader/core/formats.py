@@ -26,7 +26,7 @@ STYLES = {
 }
 
 
-def to_gradescope(result: ExerciseResult) -> dict[str, Any]:
+def to_gradescope(result: ExerciseResult) -> JSON:
     """Gradescope's results.json, plus ``verdict`` per test and the exercise's identity. A blocked test (a
     GPU part: autograder platforms have no GPUs) is worth 0 there, so it is neither won nor lost."""
     return {
@@ -56,8 +56,10 @@ def concept_lines(result: ExerciseResult) -> list[str]:
     ]
 
 
-def _gradescope_test(test: TestResult) -> dict[str, Any]:
-    tags = [test.part, test.suite] + ([f"ranks:{test.world_size}"] if test.world_size else [])
+def _gradescope_test(test: TestResult) -> JSON:
+    tags: list[JSONValue] = [test.part, test.suite]
+    if test.world_size:
+        tags.append(f"ranks:{test.world_size}")
     return {
         "name": test.name,
         "number": test.number,
@@ -72,7 +74,8 @@ def _gradescope_test(test: TestResult) -> dict[str, Any]:
     }
 
 
-def to_prairielearn(gradescope: dict[str, Any]) -> dict[str, Any]:
+# Any: Gradescope's results.json (to_gradescope's, or one read back from a file), its fields read by name
+def to_prairielearn(gradescope: dict[str, Any]) -> JSON:
     """PrairieLearn's results.json from our Gradescope results.json (score as a fraction). An upload that
     was not graded is ``gradable: false``: PrairieLearn then charges the student no attempt."""
     if gradescope.get("extra_data", {}).get("invalid"):

@@ -7,7 +7,7 @@ imported without it: the container's judge starts the rank factory before it imp
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from grader.harness.collectives import COLLECTIVES
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'grader.harness' has no attribute {name!r}")

@@ -70,10 +70,12 @@ class RankResult:
     seconds: float
 
     @property
+    # Any: what the student's function returned, decoded; each test reads it as its exercise says
     def returned(self) -> Any:
         return self.value["returned"]
 
     @property
+    # Any: the call's arguments after it, decoded; each test reads them as its exercise says
     def args(self) -> list[Any]:
         args = self.value["args"]
         assert isinstance(args, list), "world.call's answer holds its arguments as a list"
@@ -160,6 +162,7 @@ def _ranks(ranks: list[int]) -> str:
 # replies -> results
 
 
+# Any: ranks' decoded replies (worker._run_task's), their fields read by name
 def rank_results(replies: dict[int, Any]) -> list[RankResult]:
     """Turn decoded replies into ``RankResult``s, or raise the most telling rank's error."""
     __tracebackhide__ = True
@@ -169,6 +172,7 @@ def rank_results(replies: dict[int, Any]) -> list[RankResult]:
     return [_rank_result(rank, replies[rank]) for rank in sorted(replies)]
 
 
+# Any: ranks' decoded replies (worker._run_task's), their fields read by name
 def _rank_result(rank: int, reply: dict[str, Any]) -> RankResult:
     comm = reply["comm"]
     events = tuple(CommEvent(**event) for event in comm["events"])
@@ -176,6 +180,7 @@ def _rank_result(rank: int, reply: dict[str, Any]) -> RankResult:
     return RankResult(rank, reply["value"], log, reply["seconds"])
 
 
+# Any: ranks' decoded replies (worker._run_task's), their fields read by name
 def failure(failed: dict[int, Any], world_size: int) -> RankFailure:
     """The most telling of the failed ranks' errors: a rank's own, before one caused by a peer's failure."""
 
@@ -197,6 +202,7 @@ def failure(failed: dict[int, Any], world_size: int) -> RankFailure:
     return RankFailure(message, rank=rank, world_size=world_size)
 
 
+# Any: a failed reply's error (worker._describe's), its fields read by name
 def is_cuda_error(error: dict[str, Any]) -> bool:
     """``error`` (a failed reply's type and message) is a CUDA error rather than an exception in Python."""
     return error["type"] in _CUDA_ERROR_TYPES or any(m in error["message"] for m in _CUDA_ERROR_MARKERS)

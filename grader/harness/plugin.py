@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Generator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 from _pytest.runner import runtestprotocol
@@ -158,7 +157,7 @@ class GradingPlugin:
         part = self._part_of(item)
         return None if part is None else part.id
 
-    def _part_of(self, node: pytest.Item | Any) -> Part | None:
+    def _part_of(self, node: pytest.Item | pytest.Collector) -> Part | None:
         marker = node.get_closest_marker("part")
         return self._parts.get(marker.args[0]) if marker and marker.args else None
 

@@ -8,11 +8,14 @@ node (``remote``), all meeting at a store the judge hosts. One world is
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from grader.harness.factory import FactoryError, RankFactory
 from grader.harness.remote import NodeRankFactory, Switchboard, judge_host
 from grader.harness.world import Factory, LiveRanks, WorldConfig
+
+if TYPE_CHECKING:
+    from torch._C._distributed_c10d import TCPStore
 
 
 class Pools:
@@ -44,7 +47,7 @@ class Pools:
         self._factory: RankFactory | None = factory
         self._node_factories: dict[int, NodeRankFactory] = {}
         self._switchboard: Switchboard | None = None
-        self._store: Any = None
+        self._store: TCPStore | None = None
         self.starts: list[tuple[int, float]] = []
         """(world size, seconds) for every start, for reports and benchmarks."""
         self.nodes_used: set[str] = set()
@@ -114,7 +117,7 @@ class Pools:
             factory.close()
             factory = None
         if factory is None:
-            if self._switchboard is None:
+            if self._switchboard is None or self._store is None:  # made together, dropped together
                 host = judge_host(self.nodes)
                 self._switchboard, self._store = Switchboard(host), _judge_store(host)
             factory = NodeRankFactory(
@@ -151,7 +154,7 @@ class Pools:
         return kept
 
 
-def _judge_store(host: str) -> Any:
+def _judge_store(host: str) -> TCPStore:
     """The TCPStore that multi-node worlds rendezvous through, hosted by the judge (each world keeps its
     keys under its own prefix)."""
     from datetime import timedelta

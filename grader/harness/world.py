@@ -192,7 +192,7 @@ class LiveRanks:
     # -----------------------------------------------------------------------------------------------------
     # tasks
 
-    def submit(self, tasks: list[dict[str, Any]], timeout_s: float) -> list[RankResult]:
+    def submit(self, tasks: list[dict[str, object]], timeout_s: float) -> list[RankResult]:
         """Run ``tasks[rank]`` on every rank; return each rank's result, or raise on timeout or crash."""
         __tracebackhide__ = True
         assert len(tasks) == self.size and self.alive
@@ -207,6 +207,7 @@ class LiveRanks:
             self.retired = True  # this test may go on with it; the next one gets fresh ranks
         return rank_results(replies)
 
+    # Any: ranks' decoded replies (worker._run_task's), their fields read by name
     def _collect(self, deadline: float) -> dict[int, Any] | None:
         """Wait for one reply per rank. ``None`` on deadline; ``WorldCrashed`` when a rank dies first."""
         replies: dict[int, Any] = {}
@@ -221,7 +222,8 @@ class LiveRanks:
                 self._take(ready, replies)
         return replies
 
-    def _take(self, ready: Any, replies: dict[int, Any]) -> None:
+    # Any: ranks' decoded replies (worker._run_task's), their fields read by name
+    def _take(self, ready: object, replies: dict[int, Any]) -> None:
         for rank in list(self._pending):
             if ready is rank.replies:
                 try:
@@ -274,6 +276,7 @@ class LiveRanks:
         return WorldTimeout(timeout_s, [r.spec.rank for r in stuck], finished, lines, places)
 
 
+# Any: ranks' decoded replies (worker._run_task's), their fields read by name
 def _may_be_poisoned(replies: dict[int, Any]) -> bool:
     """False when every rank succeeded, or every rank failed before any communication (an untouched stub)
     and without a CUDA error (which leaves the rank's GPU context unusable)."""

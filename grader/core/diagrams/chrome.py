@@ -12,20 +12,23 @@ call. A rank's calls never overlap (one thread makes them), which the format ask
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from grader.core.diagrams.matching import messages
 from grader.core.diagrams.svg import describe
 from grader.core.timeline import Call, Timeline
 
+if TYPE_CHECKING:
+    from grader.core.formats import JSON, JSONValue
+
 MIN_DUR_US = 1.0
 """A call shorter than this is drawn this long, so a flow still finds it."""
 
 
-def chrome_trace(timeline: Timeline) -> dict[str, Any]:
+def chrome_trace(timeline: Timeline) -> JSON:
     """The trace-event JSON object for ``timeline``."""
     end = max((t for c in timeline.calls for t in (c.start, c.end) if t is not None), default=0.0)
-    events: list[dict[str, Any]] = []
+    events: list[JSONValue] = []
     for rank in range(timeline.world_size):
         events.append(
             {"name": "process_name", "ph": "M", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}}
@@ -53,7 +56,7 @@ def _span(call: Call, end: float) -> tuple[float, float]:
     return round(ts, 3), round(max(stop - ts, MIN_DUR_US), 3)
 
 
-def _slice(call: Call, end: float) -> dict[str, Any]:
+def _slice(call: Call, end: float) -> JSON:
     ts, dur = _span(call, end)
     return {
         "name": call.op + ("" if call.end is not None else " (never returned)"),
@@ -67,7 +70,7 @@ def _slice(call: Call, end: float) -> dict[str, Any]:
     }
 
 
-def _flow(phase: str, flow: int, call: Call, end: float) -> dict[str, Any]:
+def _flow(phase: str, flow: int, call: Call, end: float) -> JSON:
     ts, dur = _span(call, end)
     return {
         "name": "message",
