@@ -117,7 +117,7 @@ class ExerciseResult:
         ran = [t for t in self.tests if t.status is not Status.BLOCKED]
         return bool(ran) and all(t.status is Status.PASSED for t in ran)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["tests"] = [asdict(t) | {"status": str(t.status)} for t in self.tests]
         data["timelines"] = [t.to_dict() for t in self.timelines]
@@ -176,6 +176,7 @@ class ExerciseResult:
         return next((s for s in order if s in present), Status.PASSED)
 
     @classmethod
+    # Any: results JSON (to_dict's, e.g. from a container), read by field; what does not fit is a ValueError
     def from_dict(cls, data: dict[str, Any]) -> ExerciseResult:
         """Rebuild from ``to_dict`` output (e.g. JSON from a container); ``ValueError`` on anything else."""
         try:

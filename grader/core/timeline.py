@@ -91,7 +91,7 @@ class Timeline:
         """The global ranks of ``group``; () when the recording did not say."""
         return next((g.members for g in self.groups if g.name == group), ())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON values; each call as a list in ``Call``'s field order (a timeline may hold thousands)."""
         data = {name: getattr(self, name) for name in self.__slots__}
         data["calls"] = [[getattr(c, name) for name in Call.__slots__] for c in self.calls]
@@ -100,6 +100,7 @@ class Timeline:
         return data
 
     @classmethod
+    # Any: timeline JSON (to_dict's), read by field; what does not fit is a ValueError
     def from_dict(cls, data: dict[str, Any]) -> Timeline:
         """Rebuild from ``to_dict``; ``ValueError`` on anything else."""
         try:

@@ -115,6 +115,7 @@ def _manifest(folder: Path) -> tuple[str, dict[str, Identity]]:
     return data["platform"], {student: _identity(row) for student, row in data["students"].items()}
 
 
+# Any: one student's row of the intake manifest (JSON this package wrote), its fields read by name
 def _identity(row: dict[str, Any]) -> Identity:
     problem = row.get("problem")
     return Identity(

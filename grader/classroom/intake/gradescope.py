@@ -41,7 +41,7 @@ class _RubyLoader(yaml.SafeLoader):
 _RubyLoader.add_multi_constructor("!", lambda loader, suffix, node: _plain(loader, node))
 
 
-def _plain(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+def _plain(loader: yaml.SafeLoader, node: yaml.Node) -> object:
     if isinstance(node, yaml.MappingNode):
         return loader.construct_mapping(node, deep=True)
     if isinstance(node, yaml.SequenceNode):
@@ -86,6 +86,7 @@ def read(source: Path, members: list[Member], due: dt.datetime | None) -> Readin
     return reading
 
 
+# Any: one entry of Gradescope's submission_metadata.yml, its fields read by name
 def _claims(
     unit: str, entry: dict[str, Any], owned: tuple[tuple[str, str], ...], due: dt.datetime | None
 ) -> list[Claim]:

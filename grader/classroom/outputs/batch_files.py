@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from grader.classroom.state.class_state import ClassState
+from grader.classroom.state.records import Record
 from grader.core.atomic import atomic_path, write_atomic
 from grader.core.formats import STYLES, to_gradescope
 from grader.core.results import ExerciseResult, Status
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def batch_csv(rows: list[tuple[str, ExerciseResult, str | None]]) -> str:
@@ -62,7 +66,7 @@ def histogram_png(scores: list[float], max_score: float, path: Path) -> bool:
     return True
 
 
-def histogram_figure(scores: list[float], max_score: float) -> Any:
+def histogram_figure(scores: list[float], max_score: float) -> Figure:
     """The histogram as a matplotlib figure: whole students on the y axis."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
@@ -95,7 +99,7 @@ def write_batch_outputs(klass: ClassState, out: Path) -> None:
     histogram_png(graded, klass.exercise.points, out / "histogram.png")
 
 
-def batch_summary(records: list[Any], console: Console) -> None:
+def batch_summary(records: list[Record], console: Console) -> None:
     """A table of verdicts and mean scores, the mean of the graded ones, then each invalid upload by name
     with its reason: an instructor must not give a zero for a corrupted upload without noticing."""
 

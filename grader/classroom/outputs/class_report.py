@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
 from grader.classroom.state.class_state import ClassState
@@ -30,6 +30,9 @@ from grader.core.atomic import atomic_path, write_atomic
 from grader.core.diagrams.files import write_diagrams
 from grader.core.errors import UsageError
 from grader.core.results import Status
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SALT_FILE = ".pseudonym-salt"
 REPORT_DIR = "report"
@@ -176,7 +179,7 @@ def _histogram(a: ClassAnalysis, summary: dict[str, float]) -> str:
 
 
 def _concept_chart(a: ClassAnalysis) -> str:
-    def chart() -> Any:
+    def chart() -> Figure:
         import matplotlib.pyplot as plt
 
         shown = a.concepts[:15]
@@ -372,7 +375,7 @@ def slug(student: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in student)
 
 
-def _figure(make: Callable[[], Any], alt: str) -> str:
+def _figure(make: Callable[[], Figure], alt: str) -> str:
     """A matplotlib figure as an embedded PNG with its text alternative; the text alone without matplotlib."""
     try:
         import matplotlib

@@ -104,6 +104,7 @@ class Export:
     """Students with a grade in an exported exercise and no roster row: their grades are in no file."""
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def read_grades(gradebook: Any, course: Course) -> Grades:
     """Every submission in ``gradebook`` of an exercise of ``course``: its score, or that it was invalid."""
     from nbgrader.api import MissingEntry
@@ -126,6 +127,7 @@ def read_grades(gradebook: Any, course: Course) -> Grades:
     return grades
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def _invalid(gradebook: Any, exercise: Exercise, student: str) -> bool:
     from nbgrader.api import MissingEntry
 

@@ -53,6 +53,7 @@ class BatchMark:
         )
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def mark_started(gradebook: Any, assignment: str, out: Path) -> None:
     """Commit ``assignment``'s mark as started and not finished, with who runs it and where."""
     BATCHES.create(bind=gradebook.db.connection(), checkfirst=True)
@@ -83,6 +84,7 @@ class _OneTransaction(Session):
 
 
 @contextmanager
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def batch_transaction(gradebook: Any, assignment: str) -> Iterator[Any]:
     """``gradebook`` with every change in the block in one transaction, committed with ``assignment``'s
     finished mark when the block ends; rolled back when it raises (or the process dies: SQLite's journal)."""
@@ -98,6 +100,7 @@ def batch_transaction(gradebook: Any, assignment: str) -> Iterator[Any]:
         gradebook.db = nbgrader_session
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def unfinished(gradebook: Any) -> list[BatchMark]:
     """The exercises whose last batch started and did not finish (none in a gradebook without marks)."""
     if not inspect(gradebook.db.connection()).has_table(BATCHES.name):

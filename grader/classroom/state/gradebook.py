@@ -46,6 +46,7 @@ def cell_name(test: TestResult) -> str:
 
 
 @contextmanager
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def open_gradebook(url: str, course_id: str, *, check: bool = False) -> Iterator[Any]:
     """nbgrader's ``Gradebook``; a new database is created with nbgrader's own migrations (alembic).
 
@@ -75,6 +76,7 @@ def database_location(url: str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def _quick_check(gradebook: Any, url: str) -> None:
     from sqlalchemy import text
 
@@ -95,6 +97,7 @@ class StudentInfo:
     """The platform's own late flag: said in the ``submission`` cell's comment."""
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def record(
     gradebook: Any,
     *,
@@ -135,6 +138,7 @@ def record(
         gradebook.db.commit()
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def remove_submissions(gradebook: Any, exercise: Exercise, students: Iterable[str]) -> None:
     """Remove ``exercise``'s submission of each of ``students`` that has one (their other exercises stay)."""
     with warnings.catch_warnings():
@@ -166,6 +170,7 @@ def is_invalid_comment(comment: str | None) -> bool:
     return (comment or "").startswith(INVALID_MARK)
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def _comment(gradebook: Any, notebook: str, assignment: str, student: str) -> Any:
     """The ``submission`` cell's comment; a submission made before that cell existed gets one now."""
     from nbgrader.api import Comment, MissingEntry
@@ -181,6 +186,7 @@ def _comment(gradebook: Any, notebook: str, assignment: str, student: str) -> An
         return comment
 
 
+# Any: nbgrader's Gradebook (and its SQLAlchemy rows), which nbgrader ships without types
 def export_csv(gradebook: Any) -> str:
     """The CSV `nbgrader export` writes, made by nbgrader's own exporter, with scores rounded to
     ``DECIMALS`` places (a sum of thirds is 10.0, not 9.999999999999996). The caller writes it (atomically,
