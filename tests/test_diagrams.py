@@ -239,6 +239,17 @@ def test_a_rank_records_its_share_of_the_cap_then_marks_the_truncation(tmp_path:
     assert read_flight(path.read_text()).calls == []
 
 
+def test_lines_student_code_forged_in_a_flight_file_are_skipped(tmp_path: Path) -> None:
+    """Rank code can write over its flight file: a line of any JSON shape is skipped, never an exception
+    in the judge (an ``e`` line naming its call by a list, unhashable, once raised TypeError)."""
+    path = tmp_path / "rank0.flight"
+    log = flight_log(path, world_size=2)
+    log.end(log.begin("send", peer=1, group_peer=1, nbytes=4, tag=0, group=("0", (0, 1))), ok=True)
+    forged = ['["e", [0], 1.0, true, 1]', '["e", {"a": 1}, 1.0, true, 1]', '["b"]', '{"e": 1}', "[]", "7"]
+    flight = read_flight(path.read_text().partition("\0")[0] + "\n".join(forged) + "\n")
+    assert [c["op"] for c in flight.calls] == ["send"] and flight.calls[0]["end"] is not None
+
+
 def test_a_full_flight_file_stops_recording_and_says_so(tmp_path: Path) -> None:
     path = tmp_path / "rank0.flight"
     log = flight_log(path, world_size=2)

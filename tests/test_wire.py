@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import struct
 
 import pytest
 import torch
@@ -51,4 +52,17 @@ def test_lying_tensor_header_is_rejected() -> None:
     frame = wire.encode(torch.arange(4))
     forged = frame.replace(b'"shape": [4]', b'"shape": [9]')
     with pytest.raises(wire.WireError, match="does not match"):
+        wire.decode(forged)
+
+
+@pytest.mark.parametrize("dtype", [b'["int64"]', b'{"a": 1}', b"7", b"null"])
+def test_a_forged_dtype_of_any_json_type_is_a_wire_error(dtype: bytes) -> None:
+    """A rank's reply is written where student code runs: whatever it forges is a WireError the judge
+    turns into a verdict, never another exception that would stop the grading (a list is unhashable)."""
+    frame = wire.encode(torch.arange(4))
+    (length,) = struct.unpack_from("<Q", frame)
+    header = frame[8 : 8 + length].replace(b'"dtype": "int64"', b'"dtype": ' + dtype)
+    assert header != frame[8 : 8 + length]
+    forged = struct.pack("<Q", len(header)) + header + frame[8 + length :]
+    with pytest.raises(wire.WireError, match="malformed tensor header"):
         wire.decode(forged)

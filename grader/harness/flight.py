@@ -173,7 +173,7 @@ def read_flight(text: str) -> RankFlight:
     """Parse a flight file's text; lines that are not well formed (cut off, or written by student code
     over the recorder's) are skipped."""
     flight = RankFlight()
-    by_index: dict[object, FlightCall] = {}  # looked up by whatever an ``e`` line names its call with
+    by_index: dict[int, FlightCall] = {}
     for line in text.partition("\0")[0].splitlines():
         try:
             row = json.loads(line)
@@ -185,7 +185,7 @@ def read_flight(text: str) -> RankFlight:
     return flight
 
 
-def _take(row: list[object], flight: RankFlight, by_index: dict[object, FlightCall]) -> None:
+def _take(row: list[object], flight: RankFlight, by_index: dict[int, FlightCall]) -> None:
     kind = row[0]
     if kind == "x":
         flight.truncated = True
@@ -198,8 +198,8 @@ def _take(row: list[object], flight: RankFlight, by_index: dict[object, FlightCa
         if call is not None and call["index"] not in by_index:
             by_index[call["index"]] = call
             flight.calls.append(call)
-    elif kind == "e" and len(row) == 5 and row[1] in by_index:
-        end, peer = row[2], row[4]
+    elif kind == "e" and len(row) == 5 and type(row[1]) is int and row[1] in by_index:
+        end, peer = row[2], row[4]  # an index of another type (a list: unhashable) names no call
         if _number(end):
             call = by_index[row[1]]
             call["end"], call["ok"] = float(end), row[3] is True

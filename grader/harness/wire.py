@@ -122,11 +122,11 @@ def _from_json(node: object, blobs: list[bytes]) -> object:
 
 def _tensor_from_json(node: dict[str, object], blobs: list[bytes]) -> torch.Tensor:
     index, dtype_name, shape = node.get(TENSOR_KEY), node.get("dtype"), node.get("shape")
-    # isinstance last: a dtype that cannot be hashed raises TypeError in the lookup, as it always has
+    # isinstance first: a forged dtype that cannot be hashed (a list) would raise TypeError in the lookup
     if (
         set(node) != {TENSOR_KEY, "dtype", "shape"}
-        or dtype_name not in DTYPES
         or not isinstance(dtype_name, str)
+        or dtype_name not in DTYPES
     ):
         raise WireError(f"malformed tensor header {node!r:.200}")
     if type(index) is not int or not 0 <= index < len(blobs):
