@@ -105,6 +105,7 @@ def test_flags_are_frozen() -> None:
         "check": ["--backend", "--device", "--help", "-h"],
         "validate": [
             "--backend",
+            "--contracts",
             "--corpus",
             "--device",
             "--help",
@@ -153,7 +154,16 @@ def test_flags_are_frozen() -> None:
             "-h",
         ],
         "report": ["--anonymize", "--help", "--html", "--no-diagram", "-h"],
-        "similarity": ["--anonymize", "--help", "--html", "--submissions", "--threshold", "-h"],
+        "similarity": [
+            "--against",
+            "--anonymize",
+            "--common-min",
+            "--help",
+            "--html",
+            "--submissions",
+            "--threshold",
+            "-h",
+        ],
         "release": ["--help", "-h"],
         "gradescope": ["--help", "-h"],
         "prairielearn": ["--help", "-h"],
@@ -203,7 +213,7 @@ def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixt
         (["exercise", "toy", "--submission", "{tmp}/nowhere.zip"], "nowhere.zip does not exist"),
         (
             ["exercise", "toy", "--submission", "{tmp}/notes.txt"],
-            "cannot be graded: not a folder, a zip or tar",
+            "cannot be graded: not a folder, a zip or tar archive",
         ),
         (
             ["exercise", "toy", "--submission", "{tmp}/subs/b.zip"],

@@ -32,7 +32,7 @@ from grader.classroom.state.class_state import (
     read_class,
     set_aside_absent,
 )
-from grader.classroom.state.gradebook import StudentInfo, open_gradebook, remove_submissions_except
+from grader.classroom.state.gradebook import StudentInfo, open_gradebook, remove_submissions
 from grader.classroom.state.gradebook import record as record_grade
 from grader.classroom.state.records import Record, RecordStore, SetAside, reference_key, suite_hash
 from grader.core.course import Course
@@ -86,21 +86,13 @@ def batch_grade(
     store = RecordStore(out / "records")
     strays = store.set_aside_strays(out / SET_ASIDE_DIR)
     _check_gradebook(plan, gradebook_url)
-    suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
-    klass = read_class(
-        exercise=plan.exercise,
-        submissions=submissions,
-        store=store,
-        staged=out / STAGED_DIR,
-        suite=suite,
-        runner_id=runner_id,
-    )
+    klass, reference_at = class_to_grade(plan, submissions, store, out / STAGED_DIR)
     try:
         todo = batch_todo(klass, regrade=regrade, late=late)
         if shuffle is not None:
             random.Random(shuffle).shuffle(todo)
-        set_aside = set_aside_absent(klass, store, out)
-        reference = _graded_reference(plan, out, pool, reference_key(suite, runner_id))
+        set_aside = set_aside_absent(klass, store)
+        reference = _graded_reference(plan, out, pool, reference_at)
         _mark_started(plan, gradebook_url, out)
         on_start(len(todo))
         pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
@@ -145,11 +137,14 @@ def batch_todo(klass: ClassState, *, regrade: list[str], late: bool) -> list[Pen
     ]
 
 
-def class_to_grade(plan: BatchPlan, submissions: Path, store: RecordStore, staged: Path) -> ClassState:
-    """The class in ``submissions`` as ``batch_grade`` would read it, its uploads staged into ``staged``
-    (``--dry-run``: nothing graded, nothing set aside)."""
+def class_to_grade(
+    plan: BatchPlan, submissions: Path, store: RecordStore, staged: Path
+) -> tuple[ClassState, str]:
+    """The class in ``submissions``, its uploads staged into ``staged`` and keyed for ``plan`` (the suite
+    and the runner it grades with), and the key the reference's result is filed under. ``batch_grade``
+    reads it so; ``--dry-run`` too, into a folder of its own (nothing graded, nothing set aside)."""
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
-    return read_class(
+    klass = read_class(
         exercise=plan.exercise,
         submissions=submissions,
         store=store,
@@ -157,6 +152,7 @@ def class_to_grade(plan: BatchPlan, submissions: Path, store: RecordStore, stage
         suite=suite,
         runner_id=runner_id,
     )
+    return klass, reference_key(suite, runner_id)
 
 
 def _submitted(submission: Submission, late: bool) -> str | None:
@@ -173,8 +169,8 @@ def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
 
 
 def _similarity(out: Path, course: Course, klass: ClassState) -> str | None:
-    """Write the batch's similarity report; None, or, when anything fails there (copydetect, Pygments, a
-    file), remove what is left of an earlier one and return the warning to show instead: the grades and
+    """Write the batch's similarity report; None, or, when anything fails there (a file, the
+    lexer), remove what is left of an earlier one and return the warning to show instead: the grades and
     the class report do not depend on it."""
     try:
         write_class_similarity(klass, out, course)
@@ -228,15 +224,15 @@ def _mark_started(plan: BatchPlan, url: str, out: Path) -> None:
 
 def _write_gradebook(plan: BatchPlan, klass: ClassState, reference: ExerciseResult, url: str) -> None:
     """Upsert every record of the class (idempotent), so a kill between a record and its gradebook row heals
-    on rerun; remove this exercise's submission of anyone not in the class (their record was set aside), so
-    that ``grade export``, which reads the gradebook across exercises, exports this class. All of it and
+    on rerun; remove this exercise's submission of each student whose submission is gone (``klass.gone``),
+    so that ``grade export``, which reads the gradebook across exercises, exports this class. All of it and
     the batch's finished mark in one transaction (``batch_marks``)."""
     deadline = plan.exercise.deadline
     with (
         open_gradebook(url, course_id=plan.course.title) as opened,
         batch_transaction(opened, plan.exercise.dirname) as gradebook,
     ):
-        remove_submissions_except(gradebook, plan.exercise, set(klass.students))
+        remove_submissions(gradebook, plan.exercise, klass.gone)
         for member in klass.members:
             if member.record is None:
                 continue

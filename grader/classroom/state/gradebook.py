@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,9 @@ from grader.core.results import ExerciseResult, Status, TestResult
 
 COMMENT_CELL = "submission"
 """The solution cell whose comment says why an upload was not graded."""
+INVALID_MARK = "not graded: "
+"""How that comment begins for an invalid upload, and only then: nbgrader's gradebook has no field of its own
+for a verdict, so this mark is the gradebook's record of one (``is_invalid_comment`` reads it back)."""
 SCORE_COLUMNS = ("raw_score", "late_submission_penalty", "score", "max_score")
 DECIMALS = 6
 """Scores are sums of per-test shares (2/3 of a point...): the CSV rounds them as results.json does."""
@@ -132,16 +135,13 @@ def record(
         gradebook.db.commit()
 
 
-def remove_submissions_except(gradebook: Any, exercise: Exercise, students: set[str]) -> list[str]:
-    """Remove ``exercise``'s submission of every student not in ``students`` (their other exercises stay);
-    return whom, in name order."""
+def remove_submissions(gradebook: Any, exercise: Exercise, students: Iterable[str]) -> None:
+    """Remove ``exercise``'s submission of each of ``students`` that has one (their other exercises stay)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        held = [s.student.id for s in gradebook.assignment_submissions(exercise.dirname)]
-        gone = sorted(student for student in held if student not in students)
-        for student in gone:
+        held = {s.student.id for s in gradebook.assignment_submissions(exercise.dirname)}
+        for student in sorted(held.intersection(students)):
             gradebook.remove_submission(exercise.dirname, student)
-    return gone
 
 
 def _comment_text(result: ExerciseResult, who: StudentInfo) -> str | None:
@@ -149,7 +149,8 @@ def _comment_text(result: ExerciseResult, who: StudentInfo) -> str | None:
     no late flag); the platform's late flag first."""
     late = [f"late ({who.platform})"] if who.late else []
     if result.verdict is Status.INVALID:
-        return "; ".join([*late, "not graded: " + (result.notes[0] if result.notes else "invalid upload")])
+        reason = result.notes[0] if result.notes else "invalid upload"
+        return INVALID_MARK + "; ".join([reason, *late])
     lost = [
         f"{c.part}: {c.name} (0/{c.max_score:g}, {c.tests - c.passed} of {c.tests} tests not passed)"
         for c in result.concepts
@@ -157,6 +158,11 @@ def _comment_text(result: ExerciseResult, who: StudentInfo) -> str | None:
     ]
     said = [*late, "concepts lost: " + "; ".join(lost)] if lost else late
     return "; ".join(said) or None
+
+
+def is_invalid_comment(comment: str | None) -> bool:
+    """Whether a ``submission`` cell's comment records an invalid upload (``INVALID_MARK``)."""
+    return (comment or "").startswith(INVALID_MARK)
 
 
 def _comment(gradebook: Any, notebook: str, assignment: str, student: str) -> Any:
