@@ -56,7 +56,7 @@ EXPECTED = {
         "12345": ("Jane Smith", "not graded: the submission is empty", 0.0),
         "200": ("Zoë Ångström", None, 5.0),
         "pat@example.edu": ("Pat Noid", None, 5.0),
-        "300": ("Late Comer", "late (gradescope); not graded: the submission is empty", 0.0),
+        "300": ("Late Comer", "not graded: the submission is empty; late (gradescope)", 0.0),
     },
     "classroom": {"octocat": (None, None, 5.0), "team-rocket": (None, None, 5.0)},
 }
