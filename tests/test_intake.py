@@ -227,3 +227,18 @@ def test_every_entry_of_a_folder_is_a_row(tmp_path: Path) -> None:
     assert verdicts["UPPER"] is None and verdicts["toy"] is None and verdicts["alice"] is None
     assert verdicts["notes"] is not None and verdicts["notes"].reason is Reason.NOT_AN_UPLOAD
     assert verdicts["bob"] is not None and verdicts["bob"].reason is Reason.EMPTY
+
+
+def test_two_members_that_would_be_one_file_make_the_upload_ambiguous(
+    toy_course: Course, tmp_path: Path
+) -> None:
+    members = {
+        "Jane Smith_101_assignsubmission_file/toy.py": b"folder\n",
+        "Jane Smith_101_assignsubmission_file_toy.py": b"flat\n",  # the same student's, downloaded flat
+    }
+    intake = read(toy_course, write_zip(tmp_path / "m.zip", members), tmp_path / "out", platform="moodle")
+    [row] = discover(intake.folder)
+    assert row.problem is not None and row.problem.reason is Reason.AMBIGUOUS
+    assert "Jane Smith_101_assignsubmission_file/toy.py and Jane Smith_101_assignsubmission_file_toy.py" in (
+        row.problem.text
+    )

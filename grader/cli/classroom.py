@@ -8,14 +8,13 @@ the classroom package themselves: a student's ``grade exercise`` never loads it.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader.cli.common import EXAMPLES, Subcommands, add_run_options, labelled
+from grader.cli.common import EXAMPLES, Subcommands, add_run_options, iso_moment, labelled
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
 
@@ -40,18 +39,7 @@ def add_batch(commands: Subcommands) -> None:
         "Gradescope's zip (or its folder, unzipped), or the folder `gh classroom clone student-repos` makes",
     )
     batch.add_argument("--exercise", required=True, help="number or slug")
-    batch.add_argument(
-        "--from",
-        dest="platform",
-        choices=("canvas", "moodle", "gradescope", "classroom", "folders"),
-        help="whose download SUBMISSIONS is (default: detected, and said in the first line)",
-    )
-    batch.add_argument(
-        "--due",
-        type=_moment,
-        metavar="ISO-8601",
-        help="Gradescope: the deadline its submission times are compared with for the late flag",
-    )
+    _add_intake_options(batch)
     batch.add_argument("--workers", type=int, help="gradings at a time (default: from cores and GPUs)")
     batch.add_argument("--out", type=Path, help="where records and reports go (default: grades/NN_slug)")
     batch.add_argument("--regrade", action="append", default=[], metavar="STUDENT", help="grade again")
@@ -99,13 +87,30 @@ def _add_slurm_options(batch: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_intake_options(batch: argparse.ArgumentParser) -> None:
+    """``--from`` and ``--due``: how a platform's download is read (``grader.classroom.intake``)."""
+    batch.add_argument(
+        "--from",
+        dest="platform",
+        choices=("canvas", "moodle", "gradescope", "classroom", "folders"),
+        help="whose download SUBMISSIONS is (default: detected, and said in the first line)",
+    )
+    batch.add_argument(
+        "--due",
+        type=iso_moment,
+        metavar="ISO-8601",
+        help="Gradescope: the deadline its submission times are compared with for the late flag",
+    )
+
+
 def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int:
     from grader.classroom.batch import check_request, how_code_runs, make_plan
+    from grader.classroom.intake.platforms import platform_of
     from grader.runners.devices import local_device
 
     exercise = course.find(args.exercise)
     out = args.out or Path("grades") / exercise.dirname
-    plain = _platform(args) == "folders"  # a platform's download is read into OUT under the batch's lock
+    plain = platform_of(args.submissions, args.platform) == "folders"  # else read into OUT, under its lock
     check_request(args.submissions if plain else None, workers=args.workers, regrade=args.regrade)
     if args.backend == "slurm":
         return _batch_on_slurm(args, course, exercise, out, console)
@@ -123,15 +128,6 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
     return ExitCode.OK
 
 
-def _platform(args: argparse.Namespace) -> str:
-    """Whose download SUBMISSIONS is: ``--from``, else detected (reading it, writing nothing)."""
-    from grader.classroom.intake.platforms import detect
-
-    if not args.submissions.exists():
-        raise UsageError(f"{args.submissions}: no such folder or archive of submissions")
-    return str(args.platform or detect(args.submissions))
-
-
 def _intake(args: argparse.Namespace, course: Course, exercise: Exercise, out: Path) -> Intake:
     """The uploads to grade as the platform handed them over, in OUT/.intake for a platform's download;
     called under OUT's batch lock, and the request checked again against them (``--regrade``'s names)."""
@@ -143,17 +139,6 @@ def _intake(args: argparse.Namespace, course: Course, exercise: Exercise, out: P
     )
     check_request(intake.folder, workers=args.workers, regrade=args.regrade)
     return intake
-
-
-def _moment(text: str) -> dt.datetime:
-    """``--due``: an ISO 8601 time; without a zone, UTC."""
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not an ISO 8601 time: {text!r} (e.g. 2026-03-01T23:59-08:00)"
-        ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 def _batch_on_slurm(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeAlias
@@ -89,3 +90,13 @@ def find_course() -> Path:
         if (folder / "course.yml").is_file():
             return folder / "course.yml"
     raise UsageError("no course.yml here or in any parent folder; pass --course")
+
+
+def iso_moment(text: str) -> dt.datetime:
+    """An ISO 8601 time from the command line (``--due``); without a zone, UTC."""
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        example = "2026-03-01T23:59-08:00"
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r} (e.g. {example})") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)

@@ -107,9 +107,11 @@ def write_uploads(source: Path, reading: Reading, out: Path) -> tuple[Path, list
         kept = [c for c in claims if c.unit == units[0]]
         target = folder / student
         target.mkdir()
+        copied: dict[str, str] = {}
+        clashes: list[str] = []
         for claim in kept:
-            leftovers += _copy_members(source, claim, kinds, target, budget)
-        rows[student] = _identity(kept[0], units, [c for c in claims if c.unit != units[0]])
+            leftovers += _copy_members(source, claim, kinds, (target, copied, clashes), budget)
+        rows[student] = _identity(kept[0], units, [c for c in claims if c.unit != units[0]], clashes)
         if kept[0].submitted is not None:
             (target / "timestamp.txt").write_text(kept[0].submitted.isoformat())
     write_manifest(folder, reading.platform, rows)
@@ -123,8 +125,11 @@ def safe_id(student: str) -> str:
     return "_" + re.sub(r"[^\w.@+-]", "_", student).lstrip(".")
 
 
-def _identity(claim: Claim, units: list[str], others: list[Claim]) -> Identity:
+def _identity(claim: Claim, units: list[str], others: list[Claim], clashes: list[str]) -> Identity:
     problem = None
+    if clashes:
+        text = f"two files of the archive are one file of the upload: {'; '.join(clashes)}: keep one"
+        problem = (Reason.AMBIGUOUS.value, text)
     if len(units) > 1:
         text = (
             f"two submissions for {claim.student} in the archive ({', '.join(units)}): neither is graded "
@@ -150,9 +155,16 @@ class _Budget:
 
 
 def _copy_members(
-    source: Path, claim: Claim, kinds: dict[str, Member], target: Path, budget: _Budget
+    source: Path,
+    claim: Claim,
+    kinds: dict[str, Member],
+    into: tuple[Path, dict[str, str], list[str]],
+    budget: _Budget,
 ) -> list[tuple[str, str]]:
-    """Copy ``claim``'s members into ``target``; the ones refused, with why."""
+    """Copy ``claim``'s members into the student's folder; the ones refused, with why. ``into``: the folder,
+    what was copied there (path in the upload -> member), and where to say that two members would be one
+    file (a Moodle student's folder and flat file of one name): the upload is then ambiguous."""
+    target, copied, clashes = into
     refused = []
     for member_path, relative in claim.members:
         member = kinds.get(member_path)
@@ -161,6 +173,10 @@ def _copy_members(
             why = "a symbolic link" if member and member.kind is Kind.LINK else "not a regular file"
             refused.append((member_path, f"{why}: not copied for {claim.student}"))
             continue
+        if relative in copied:
+            clashes.append(f"{copied[relative]} and {member_path} as {relative}")
+            continue
+        copied[relative] = member_path
         budget.spend(member.size)
         destination = target.joinpath(*inner.parts)
         destination.parent.mkdir(parents=True, exist_ok=True)

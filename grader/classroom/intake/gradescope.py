@@ -77,7 +77,8 @@ def read(source: Path, members: list[Member], due: dt.datetime | None) -> Readin
             reading.leftovers.append((member.path, f"in no submission folder that {METADATA} names"))
     for unit in sorted(entries):
         owned = tuple(folders.get(unit, ()))
-        claims = _claims(unit, entries[unit] or {}, owned, due)
+        entry = entries[unit] if isinstance(entries[unit], dict) else {}
+        claims = _claims(unit, entry, owned, due)
         reading.claims += claims
         if not claims:
             reading.leftovers += [

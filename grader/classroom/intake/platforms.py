@@ -57,10 +57,8 @@ def read_submissions(
 ) -> Intake:
     """The uploads in ``source`` as ``platform`` (detected when None) hands them over; ``UsageError`` for a
     source that is no platform's download nor a folder, or an archive that cannot be read."""
-    if not source.exists():
-        raise UsageError(f"{source}: no such folder or archive of submissions")
     told = "as --from says" if platform else "detected"
-    platform = platform or detect(source)
+    platform = platform_of(source, platform)
     if platform == "folders":
         if not source.is_dir():
             raise UsageError(f"{source}: --from folders takes a folder of uploads, not an archive")
@@ -77,6 +75,13 @@ def read_submissions(
     line = f"{told}: {PLATFORMS[platform]} ({source}): {students} students, {len(members)} files"
     _write_leftovers(out / LEFTOVERS, line, leftovers)
     return Intake(folder, platform, line, tuple(leftovers))
+
+
+def platform_of(source: Path, asked: str | None) -> str:
+    """Whose download ``source`` is: ``asked`` (``--from``), else detected; reads it, writes nothing."""
+    if not source.exists():
+        raise UsageError(f"{source}: no such folder or archive of submissions")
+    return asked or detect(source)
 
 
 def detect(source: Path) -> str:

@@ -149,9 +149,8 @@ def remove_submissions(gradebook: Any, exercise: Exercise, students: Iterable[st
 
 
 def _comment_text(result: ExerciseResult, who: StudentInfo) -> str | None:
-    """Why an upload was not graded, or the concepts a graded one lost (None with every concept earned and
-    no late flag). The platform's late flag comes first, but after the invalid mark, which starts the
-    comment of an upload not graded (``is_invalid_comment``)."""
+    """Why an upload was not graded (``INVALID_MARK`` first, the platform's late flag after the reason), or
+    the concepts a graded one lost after the late flag (None with every concept earned and no late flag)."""
     late = [f"late ({who.platform})"] if who.late else []
     if result.verdict is Status.INVALID:
         reason = result.notes[0] if result.notes else "invalid upload"
