@@ -2,12 +2,15 @@
 
     .venv/bin/python benchmarks/bench_timelines.py [ROUNDS] [EXERCISE ...]   # default: 5 rounds of 01 02 07
     .venv/bin/python benchmarks/bench_timelines.py --size16                  # only the 16-rank diagram
+    .venv/bin/python benchmarks/bench_timelines.py --calls [EXERCISE ...]    # only calls and their cost
 
 - overhead: grade each exercise's reference with ranks that time every call into their flight file
   (``LocalRunner()``, the default) and with ranks that time nothing (``LocalRunner(timelines=False)``),
   ROUNDS times each, the two alternated so that load drifts hit both alike; per exercise and over all three,
   the ratio of the median wall times (goal: at most 1.02). Outside ``--trace`` the judge reads no flight file
   for a passing test, so this is the ranks' cost: two short writes per call.
+- cost per call: the CPU one call's recording takes (in this process), times the calls a --trace grading
+  of each exercise records: the ranks' CPU spent recording, which a loaded machine cannot blur;
 - size: exercise 02's reference ring all-reduce on a world of 16 ranks, its page as ``grade exercise`` writes
   it for a failing test (and its Chrome trace).
 Run it by hand; the figures go to docs/benchmarks.md with the load they were taken under.
@@ -26,9 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.core.course import load_course  # noqa: E402
+from grader.core.course import Course, load_course  # noqa: E402
 from grader.core.diagrams.chrome import chrome_trace  # noqa: E402
 from grader.core.diagrams.page import html_page  # noqa: E402
+from grader.harness.flight import FlightLog  # noqa: E402
 from grader.harness.patterns import ring  # noqa: E402
 from grader.harness.pool import Pools  # noqa: E402
 from grader.harness.testing import World  # noqa: E402
@@ -51,35 +55,50 @@ def overhead(keys: list[str], rounds: int) -> None:
     runs: dict[str, dict[str, list[float]]] = {k: {"timed": [], "plain": []} for k in keys}
     for i in range(rounds):
         for key in keys:
-            exercise = course.find(key)
-            job = GradeJob(
-                course=course,
-                exercise=exercise,
-                source=course.solution_dir(exercise),
-                label="ref",
-                device="cpu",
-            )
+            job = reference_job(course, key)
             order = (
                 [("timed", timed), ("plain", plain)] if i % 2 == 0 else [("plain", plain), ("timed", timed)]
             )
             for name, runner in order:
                 runs[key][name].append(wall(runner, job))
-            timed_s, plain_s = runs[key]["timed"][-1], runs[key]["plain"][-1]
-            load = os.getloadavg()[0]
-            print(
-                f"round {i + 1}: {key} timed {timed_s:.1f} s, plain {plain_s:.1f} s, load {load:.1f}",
-                flush=True,
-            )
+            t, p, load = runs[key]["timed"][-1], runs[key]["plain"][-1], os.getloadavg()[0]
+            print(f"round {i + 1}: {key} timed {t:.1f} s, plain {p:.1f} s, load {load:.1f}", flush=True)
     print("\nexercise  timed median  plain median  ratio")
-    for key in keys:
-        t, p = statistics.median(runs[key]["timed"]), statistics.median(runs[key]["plain"])
+    for key in [*keys, "all"]:
+        chosen = keys if key == "all" else [key]
+        t = statistics.median(sum(runs[k]["timed"][i] for k in chosen) for i in range(rounds))
+        p = statistics.median(sum(runs[k]["plain"][i] for k in chosen) for i in range(rounds))
         print(f"{key:>8}  {t:11.2f}s  {p:11.2f}s  {t / p:.3f}")
-    total_t = statistics.median([sum(runs[k]["timed"][i] for k in keys) for i in range(rounds)])
-    total_p = statistics.median([sum(runs[k]["plain"][i] for k in keys) for i in range(rounds)])
-    print(f"{'all':>8}  {total_t:11.2f}s  {total_p:11.2f}s  {total_t / total_p:.3f}")
+
+
+def reference_job(course: Course, key: str, *, trace: bool = False) -> GradeJob:
+    exercise = course.find(key)
+    source = course.solution_dir(exercise)
+    return GradeJob(course=course, exercise=exercise, source=source, label="ref", device="cpu", trace=trace)
+
+
+def calls_and_cost(keys: list[str]) -> None:
+    """The recording's CPU per call (this process, a flight file like a rank's), and the calls each
+    grading records (a --trace grading keeps every multi-rank test's whole timeline): their product is
+    what the ranks spend recording, whatever the load does to the wall clock."""
+    with tempfile.TemporaryDirectory() as folder:
+        log, fd = FlightLog(), os.open(Path(folder) / "flight", os.O_RDWR | os.O_CREAT)
+        log.open(fd)
+        os.close(fd)
+        log.reset(2)
+        started = time.process_time()
+        for _ in range(5000):
+            log.end(log.begin("isend", peer=1, group_peer=1, nbytes=64, tag=0, group=("0", (0, 1))), ok=True)
+        per_call = (time.process_time() - started) / 5000
+    print(f"\nrecording one call: {per_call * 1e6:.1f} us of CPU (begin and end)")
+    course, runner = load_course(REPO / "course.yml"), LocalRunner()
     for key in keys:
-        shown = {name: [round(x, 1) for x in values] for name, values in runs[key].items()}
-        print(f"{key}: timed {shown['timed']}, plain {shown['plain']}")
+        result = runner.run(reference_job(course, key, trace=True))
+        calls = sum(len(t.calls) for t in result.timelines)
+        print(
+            f"{key}: {calls} calls recorded in {len(result.timelines)} multi-rank tests: "
+            f"{calls * per_call:.2f} s of CPU over all ranks"
+        )
 
 
 def size16() -> None:
@@ -112,7 +131,11 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args == ["--size16"]:
         size16()
+    elif args[:1] == ["--calls"]:
+        calls_and_cost(args[1:] or ["01", "02", "07"])
     else:
         rounds = int(args[0]) if args and args[0].isdigit() else 5
-        overhead([a for a in args if not a.isdigit()] or ["01", "02", "07"], rounds)
+        keys = [a for a in args if not a.isdigit()] or ["01", "02", "07"]
+        overhead(keys, rounds)
+        calls_and_cost(keys)
         size16()
