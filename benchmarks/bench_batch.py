@@ -7,7 +7,8 @@ copies of the reference (4 of them zipped), 6 wrong submissions (``tests/fixture
 2 invalid uploads (an empty folder, a README alone). Each run grades the class twice with ``grade batch``
 (in this process, through ``grader.cli.main``):
 1. cold: a fresh output folder and gradebook, so every submission is graded;
-2. warm: the same command again, nothing changed, so nothing is graded (keys, records and outputs only).
+2. warm: the same command again, nothing changed, so nothing is graded (keys, records and outputs only);
+   ``--warm N`` runs it N times (the batch's own overhead, imports already done).
 
 Stagings are counted per upload in this process: every ``stage()``, whatever imported it, reads the upload
 through ``grader.core.submission._from_folder`` or ``_from_zip``, which are wrapped here. The grading
@@ -106,6 +107,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, help="grading processes at once (default: the batch's own)")
     parser.add_argument("--keep", type=Path, help="build the class here and keep it")
+    parser.add_argument("--warm", type=int, default=1, help="warm runs after each cold one (default 1)")
     args = parser.parse_args()
     import grader
 
@@ -114,7 +116,7 @@ def main() -> int:
     for run in range(args.runs):
         root = Path(tempfile.mkdtemp(prefix="distgpu-bench-batch-", dir=args.keep))
         course, subs = build_class(root)
-        for phase, times in (("cold", cold), ("warm", warm)):
+        for phase, times in (("cold", cold), *(("warm", warm),) * args.warm):
             seconds, counts, printed = grade_batch(course, subs, root / "out", args.workers)
             times.append(seconds)
             per_upload = Counter(counts[p.name] for p in subs.iterdir())

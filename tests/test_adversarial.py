@@ -428,9 +428,10 @@ def test_no_secret_reaches_anything_the_batch_wrote(corpus: CorpusRun) -> None:
 
 
 def _shows_submissions_to_the_instructor(path: str, kind: str) -> bool:
-    """The similarity report shows students' code side by side, to the instructor: the canary planted in
-    another submission's code belongs there, and nowhere a student reads."""
-    return kind == "submission" and "/report/similarity" in path
+    """The similarity report shows students' code side by side, to the instructor, and a submission beside
+    the reference it matches: the canary planted in another submission's code, or in the reference, belongs
+    there, and nowhere a student reads."""
+    return kind in ("submission", "reference") and "/report/similarity" in path
 
 
 @pytest.mark.parametrize("corpus", BACKENDS, indirect=True)

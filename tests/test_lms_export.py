@@ -22,6 +22,7 @@ from grader.classroom.outputs.rosters import match_students, read_canvas_export,
 from grader.classroom.outputs.spreadsheet import decimal_cell, parse_decimal, write_csv
 from grader.classroom.state.gradebook import open_gradebook, record
 from grader.core.course import Course, Exercise
+from grader.core.errors import EnvironmentFailure
 from grader.core.results import ExerciseResult, Status, TestResult
 from tests.lms_importers import (
     WORKSHEET_TIME,
@@ -35,18 +36,13 @@ from tests.lms_importers import (
 )
 
 MANUAL = ["", "", "", "", "", "", "Manual Posting", "", "", ""]
-CANVAS_HEADER = [
-    "Student",
-    "ID",
-    "SIS User ID",
-    "SIS Login ID",
-    "Section",  # student columns (lib/gradebook_exporter.rb)
-    "GitHub",  # a custom column
+CANVAS_STUDENT = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]  # lib/gradebook_exporter.rb
+CANVAS_ASSIGNMENTS = [
     "01 Communication primitives (1201)",
-    "Ring and tree algorithms (1202)",  # Assignment#title_with_id
-    "Current Score",
-    "Final Score",  # totals
-]
+    "Ring and tree algorithms (1202)",
+]  # title_with_id
+CANVAS_HEADER = [*CANVAS_STUDENT, "GitHub", *CANVAS_ASSIGNMENTS, "Current Score", "Final Score"]
+"""The student columns, a custom column, the assignments, the totals."""
 CANVAS_ROWS = [
     ["Liddell, Alice", "101", "A-1", "alice", "S1", "alice-gh", "40.00", "6.00", "46.00", "46.00"],
     ["Marley, Bob", "102", "", "bob", "S1", "bobgh", "", "", "", ""],
@@ -56,19 +52,10 @@ CANVAS_ROWS = [
 ]
 """As Canvas exports it (its values are the grades it holds); the gradebook knows students by login."""
 CANVAS_POINTS = ["    Points Possible", "", "", "", "", "", "100.00", "10.00", "(read only)", "(read only)"]
-WORKSHEET_HEADER = [
-    "Identifier",
-    "Full name",
-    "Username",
-    "Email address",
-    "Status",
-    "Grade",
-    "Maximum grade",
-    "Grade can be changed",
-    "Last modified (submission)",
-    "Last modified (grade)",
-    "Feedback comments",
-]
+WORKSHEET_HEADER = (
+    "Identifier,Full name,Username,Email address,Status,Grade,Maximum grade,Grade can be changed,"
+    "Last modified (submission),Last modified (grade),Feedback comments"
+).split(",")
 MON, TUE = "Monday, 2 June 2025, 10:00 AM", "Tuesday, 3 June 2025, 09:00 AM"
 WORKSHEET_ROWS = [
     [
@@ -254,6 +241,21 @@ def test_canvas_import_changes_only_the_grades_it_writes(
         "01 Communication primitives (1201)",
     ]
     assert points[0].strip() == "Points Possible" and points[-1] == "100.00"
+
+
+def test_a_class_from_canvas_archive_is_named_by_canvas_ids(course: Course, tmp_path: Path) -> None:
+    """Its students are Canvas user ids: the ID column matches, and a student enrolled after the roster
+    was exported still gets a row, found by the ID alone."""
+    first = course.find("01")
+    archive = Grades([first], {"01": 12.0}, {("01", "101"): 12.0, ("01", "105"): 6.0})
+    out = tmp_path / "c.csv"
+    done = export_to(archive, [first], lms="canvas", out=out, roster=canvas_export(tmp_path))
+    assert (done.match.column, done.match.chosen, done.unmatched) == ("ID", True, [])
+    late = CanvasStudent(105, "Late, Lena", "Late, Lena")
+    before = canvas_course()
+    before.students.append(late)
+    after = canvas_import(out.read_bytes().decode(), before)
+    assert after.scores[101, 1201] == 100.0 and after.scores[105, 1201] == 50.0
 
 
 def test_the_old_file_would_have_erased_a_grade(tmp_path: Path) -> None:
@@ -515,10 +517,10 @@ def test_numbers_are_plain_two_place_decimals_and_files_are_replaced_whole(
     write_csv(path, [["a", "b"], ["1", "2"]])
     assert path.read_bytes() == b"a,b\r\n1,2\r\n"
 
-    def full_disk(src: str, dst: str) -> None:
+    def full_disk(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("grader.classroom.outputs.spreadsheet.os.replace", full_disk)
-    with pytest.raises(OSError, match="No space left"):
+    monkeypatch.setattr("grader.core.atomic.os.replace", full_disk)  # the one atomic writer
+    with pytest.raises(EnvironmentFailure, match=f"^{path}: No space left"):
         write_csv(path, [["new"]])
     assert path.read_bytes() == b"a,b\r\n1,2\r\n" and [p.name for p in tmp_path.iterdir()] == ["grades.csv"]

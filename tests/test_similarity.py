@@ -1,144 +1,38 @@
-"""Similarity across a class: a renamed, reformatted copy is flagged, code that everyone (or two students)
-write alike is not; the report's pages, CSV and pseudonyms; `grade similarity` and `grade report`; the
-pages in a real browser."""
+"""Similarity across a class, the comparison alone (no grading): a disguised copy scores as a copy, groups
+that hand in one file are one cluster however large, a leak of the reference is marked as such, solutions
+written independently and untouched stubs are not flagged; the tokens behind it.
+
+The report, its pages and the commands are in tests/test_similarity_report.py.
+"""
 
 from __future__ import annotations
 
-import csv
-import html
+import ast
 import re
-import shutil
-from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-
-from grader import cli
-from grader.classroom.batch import BatchPlan, PendingGrade, invalid_result
-from grader.classroom.outputs.class_report import pseudonyms, write_report
-from grader.classroom.outputs.similarity import (
-    DEFAULT_THRESHOLD,
-    MIN_SHARED,
-    Pair,
-    Similarity,
-    compare_class,
-    read_submissions,
+from similarity_cases import (
+    CAROL_RING,
+    DAVE_RING,
+    ERIN_DOUBLING,
+    HEAP_TREE,
+    INDEPENDENT,
+    REFERENCE,
+    disguise,
+    fill,
+    validity,
+    write_class,
 )
-from grader.classroom.outputs.similarity_report import record_submissions, write_pages, write_similarity
-from grader.classroom.state.records import Record, RecordStore
-from grader.cli.parser import build_parser
+
+from grader.classroom.outputs.similarity import DEFAULT_THRESHOLD, Similarity, compare_class
+from grader.classroom.outputs.similarity_pair import MIN_SHARED
+from grader.classroom.outputs.similarity_sources import SourceKind, read_submissions
+from grader.classroom.outputs.similarity_tokens import tokenize
 from grader.core.course import Course
-from grader.core.results import ExerciseResult, Status
 
-# Two ring all-reduces and a recursive doubling written independently of the reference.
-CAROL_RING = """\
-size = dist.get_world_size(group)
-me = dist.get_rank(group)
-if size < 2:
-    return
-nxt = _global(group, (me + 1) % size)
-prv = _global(group, (me + size - 1) % size)
-pieces = list(torch.tensor_split(tensor.view(-1), size))
-for phase in ("reduce", "gather"):
-    for step in range(size - 1):
-        if phase == "reduce":
-            out_idx, in_idx = (me - step) % size, (me - step - 1) % size
-        else:
-            out_idx, in_idx = (me - step + 1) % size, (me - step) % size
-        got = torch.empty_like(pieces[in_idx])
-        handle = dist.isend(pieces[out_idx], nxt, group=group)
-        dist.recv(got, prv, group=group)
-        handle.wait()
-        if phase == "reduce":
-            pieces[in_idx].add_(got)
-        else:
-            pieces[in_idx].copy_(got)
-"""
-DAVE_RING = """\
-world, rank = dist.get_world_size(group), dist.get_rank(group)
-if world == 1:
-    return
-flat = tensor.view(-1)
-bounds = [len(c) for c in torch.tensor_split(torch.arange(flat.numel()), world)]
-starts = [sum(bounds[:i]) for i in range(world)]
-def part(i):
-    i %= world
-    return flat[starts[i] : starts[i] + bounds[i]]
-send_to, recv_from = _global(group, (rank - 1) % world), _global(group, (rank + 1) % world)
-for k in range(2 * (world - 1)):
-    outgoing = part(rank + k).clone()
-    incoming = torch.zeros_like(part(rank + k + 1))
-    ops = [dist.P2POp(dist.isend, outgoing, send_to, group)]
-    ops.append(dist.P2POp(dist.irecv, incoming, recv_from, group))
-    for request in dist.batch_isend_irecv(ops):
-        request.wait()
-    if k < world - 1:
-        part(rank + k + 1).add_(incoming)
-    else:
-        part(rank + k + 1).copy_(incoming)
-"""
-ERIN_DOUBLING = """\
-n, me = dist.get_world_size(group), dist.get_rank(group)
-core = 1
-while core * 2 <= n:
-    core *= 2
-spare = torch.empty_like(tensor)
-if me >= core:
-    dist.send(tensor, _global(group, me - core), group=group)
-    dist.recv(tensor, _global(group, me - core), group=group)
-    return
-if me + core < n:
-    dist.recv(spare, _global(group, me + core), group=group)
-    tensor.add_(spare)
-bit = 1
-while bit < core:
-    other = _global(group, me ^ bit)
-    if me & bit:
-        dist.recv(spare, other, group=group)
-        dist.send(tensor, other, group=group)
-    else:
-        dist.send(tensor, other, group=group)
-        dist.recv(spare, other, group=group)
-    tensor.add_(spare)
-    bit <<= 1
-if me + core < n:
-    dist.send(tensor, _global(group, me + core), group=group)
-"""
-HEAP_TREE = "return [(r - 1) // 2 if r else -1 for r in range(p)]\n"
-"""The binary tree everyone writes: a heap's parents."""
-
-
-def fill(stub: str, function: str, body: str) -> str:
-    """``stub`` with ``function``'s ``raise NotImplementedError`` replaced by ``body``."""
-    head = stub.index(f"def {function}(")
-    start = stub.index("    raise NotImplementedError", head)
-    end = stub.index("\n", start) + 1
-    return stub[:start] + "".join(f"    {line}\n" for line in body.splitlines()) + stub[end:]
-
-
-def disguise(source: str) -> str:
-    """The copy a student hands in: names changed, comments and blank lines gone, two-space indents."""
-    renames = {"p": "world", "r": "me", "chunks": "parts", "buf": "scratch", "right": "nxt", "left": "prv"}
-    renames |= {"incoming": "got", "req": "handle", "mask": "bit", "partner": "peer", "extra": "spare"}
-    lines = []
-    for line in source.splitlines():
-        code = line.split("  #")[0].rstrip()
-        if not code.strip() or code.lstrip().startswith("#"):
-            continue
-        indent = len(code) - len(code.lstrip())
-        lines.append(" " * (indent // 2) + code.lstrip())
-    text = "\n".join(lines) + "\n"
-    for old, new in renames.items():
-        text = re.sub(rf"\b{old}\b", new, text)
-    return text
-
-
-def write_class(folder: Path, files: dict[str, str]) -> dict[str, Path]:
-    """One folder per student holding allreduce.py."""
-    for student, text in files.items():
-        (folder / student).mkdir(parents=True)
-        (folder / student / "allreduce.py").write_text(text)
-    return {student: folder / student for student in files}
+REFERENCE_LABEL = "solutions/02_ring_tree"
 
 
 @pytest.fixture(scope="module")
@@ -146,275 +40,213 @@ def stub(course: Course) -> str:
     return (course.exercise_dir(course.find("02")) / "allreduce.py").read_text()
 
 
-def copied_class(course: Course, stub: str, folder: Path) -> dict[str, Path]:
-    """alice hands in the reference; bob hands in alice's, renamed and reformatted; carol, dave and erin
-    wrote their own ring or recursive doubling; fay handed in the stub; gus wrote the heap tree only."""
-    reference = (course.solution_dir(course.find("02")) / "allreduce.py").read_text()
-    return write_class(
-        folder,
-        {
-            "alice": reference,
-            "bob": disguise(reference),
-            "carol": fill(stub, "ring_allreduce", CAROL_RING),
-            "dave": fill(stub, "ring_allreduce", DAVE_RING),
-            "erin": fill(stub, "recursive_doubling_allreduce", ERIN_DOUBLING),
-            "fay": stub,
-            "gus": fill(stub, "binary_tree", HEAP_TREE),
-        },
-    )
+def compare(
+    course: Course,
+    folder: Path,
+    files: dict[str, str],
+    *,
+    threshold: float = 0.5,
+    common_min: int | None = None,
+) -> Similarity:
+    """The class of ``files`` (student: allreduce.py's text) compared, each read back as grading stages it."""
+    exercise = course.find("02")
+    texts = read_submissions(exercise, write_class(folder, files))
+    return compare_class(course, exercise, texts, threshold=threshold, common_min=common_min)
 
 
-def test_a_renamed_reformatted_copy_is_flagged_and_no_other_pair(
+def score(found: Similarity, a: str, b: str) -> float:
+    return next((p.score for p in found.pairs if set(p.students) == {a, b}), 0.0)
+
+
+def stored(source: str) -> set[str]:
+    """The locals of the functions: the names assigned inside them that are not parameters."""
+    found = set()
+    for function in (n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)):
+        names = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        found |= names - {a.arg for a in ast.walk(function) if isinstance(a, ast.arg)}
+    return found
+
+
+def module(source: str) -> ModuleType:
+    loaded = ModuleType("submission")
+    exec(compile(source, "allreduce.py", "exec"), loaded.__dict__)
+    return loaded
+
+
+# ---------------------------------------------------------------------------------------------------------
+# a disguised copy
+
+
+@pytest.mark.parametrize("original", ["reference", INDEPENDENT[1]])
+def test_a_disguised_copy_scores_as_a_copy_of_its_original(
+    course: Course, stub: str, tmp_path: Path, original: str
+) -> None:
+    text = REFERENCE.read_text() if original == "reference" else validity(original)
+    copy = disguise(text)
+    # the disguise: locals renamed, functions in another order, no docstring or comment, ast.unparse's layout
+    assert '"""' not in copy and "#" not in copy and copy == ast.unparse(ast.parse(copy)) + "\n"
+    assert not stored(text) & stored(copy)
+    order = [n.name for n in ast.parse(copy).body if isinstance(n, ast.FunctionDef)]
+    assert order != [n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)]
+    before, after = module(text), module(copy)  # the same behaviour where it runs without a world
+    for p in (1, 2, 5, 8, 13):
+        assert before.binary_tree(p) == after.binary_tree(p)
+        assert before.lower_bounds(p + 1, 1e6, 1e-6, 1e-9) == after.lower_bounds(p + 1, 1e6, 1e-6, 1e-9)
+        assert before.bound_ratios("ring", p + 1) == after.bound_ratios("ring", p + 1)
+
+    found = compare(course, tmp_path, {"orig": text, "copy": copy, "fay": stub})
+    assert score(found, "orig", "copy") >= 0.9
+    [pair] = [p for p in found.flagged() if set(p.students) == {"orig", "copy"}]
+    assert min(pair.shares) >= 0.9 and pair.shared > 3 * MIN_SHARED
+
+
+def test_renaming_reordering_commuting_and_padding_leave_the_tokens_as_they_were() -> None:
+    original = """
+def f(tensor, group=None):
+    p = size(group)
+    r = rank(group)
+    out = tensor * p + r
+    return out
+
+def g(x):
+    return f(x) + 1
+"""
+    disguised = """
+import torch.distributed as D
+
+def g(value):
+    '''Docstrings do not count.'''
+    return f(value) + 1
+
+def f(tensor, group=None):
+    me = rank(group)  # commutes with the next line
+    pass
+    unused = 42
+    n = size(group)
+    result = tensor * n + me
+    return result
+"""
+    first, second = tokenize(original, "a.py"), tokenize(disguised, "a.py")
+    assert first.parsed and second.parsed
+    functions = lambda t: sorted(u.tokens for u in t.units if u.tokens[0] == "FunctionDef")  # noqa: E731
+    assert functions(first) == functions(second)
+    [ring] = [u for u in tokenize("import torch.distributed as dist\ndist.send(x, 1)\n", "a.py").units]
+    assert "torch.distributed.send" in ring.tokens  # an imported name is what it imports
+
+
+def test_a_file_that_does_not_parse_is_compared_by_the_lexer_with_a_note(
     course: Course, stub: str, tmp_path: Path
 ) -> None:
-    subs = copied_class(course, stub, tmp_path / "subs")
-    bob = (subs["bob"] / "allreduce.py").read_text()
-    assert "world, me = dist.get_world_size(group)" in bob and "#" not in bob  # renamed, comments gone
-    found = compare_class(course, course.find("02"), read_submissions(course.find("02"), subs))
-    flagged = found.flagged()
-    assert [p.students for p in flagged] == [("alice", "bob")]
-    assert min(flagged[0].shares) > 0.9 and flagged[0].shared > 10 * MIN_SHARED
-    assert "fay" not in {s for p in found.pairs for s in p.students}  # the stub is all boilerplate
-    assert all(p.score < DEFAULT_THRESHOLD for p in found.pairs if p is not flagged[0])
+    broken = REFERENCE.read_text().replace("def ring_allreduce(", "def ring_allreduce(:", 1)
+    assert not tokenize(broken, "allreduce.py").parsed
+    found = compare(course, tmp_path, {"alice": REFERENCE.read_text(), "bob": broken, "fay": stub})
+    assert found.unparsed == ("bob/allreduce.py",)
+    pair = next(p for p in found.pairs if p.students == ("alice", "bob"))
+    assert pair.lexed and pair.score > 0.9 and pair in found.flagged()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# groups: clusters, whatever their size
+
+
+@pytest.mark.parametrize(("size", "copies"), [(5, 3), (7, 4)])
+def test_identical_copies_are_one_cluster(
+    course: Course, stub: str, tmp_path: Path, size: int, copies: int
+) -> None:
+    shared = validity(INDEPENDENT[1])
+    others = [validity(INDEPENDENT[0]), fill(stub, "ring_allreduce", CAROL_RING), stub]
+    files = {f"c{i}": shared for i in range(copies)} | {f"o{i}": others[i] for i in range(size - copies)}
+    found = compare(course, tmp_path, files)
+    [cluster] = found.clusters
+    assert cluster.students == tuple(f"c{i}" for i in range(copies)) and cluster.sources == ()
+    assert cluster.pairs == copies * (copies - 1) // 2 == len(found.flagged())
+    assert cluster.together == pytest.approx(1.0) and cluster.strongest.score == pytest.approx(1.0)
+
+
+def a_class_of_40(stub: str, leaked: str) -> dict[str, str]:
+    """21 students hand in ``leaked``, each disguised their own way; the 19 others wrote their own (six
+    of them) or handed in the stub."""
+    own = [
+        fill(stub, "ring_allreduce", CAROL_RING),
+        fill(stub, "ring_allreduce", DAVE_RING),
+        fill(stub, "recursive_doubling_allreduce", ERIN_DOUBLING),
+        fill(stub, "binary_tree", HEAP_TREE),
+        validity(INDEPENDENT[0]),
+        validity(INDEPENDENT[1]),
+    ]
+    others = own + [stub] * 13
+    return {f"copy{i:02d}": disguise(leaked, seed=i) for i in range(21)} | {
+        f"other{i:02d}": text for i, text in enumerate(others)
+    }
+
+
+def test_a_leaked_reference_copied_by_21_of_40_is_flagged_for_all_21_as_the_reference(
+    course: Course, stub: str, tmp_path: Path
+) -> None:
+    found = compare(course, tmp_path, a_class_of_40(stub, REFERENCE.read_text()))
+    assert found.sources == {REFERENCE_LABEL: SourceKind.REFERENCE} and found.reference() == REFERENCE_LABEL
+    with_reference = {p.students[0] for p in found.flagged() if p.students[1] == REFERENCE_LABEL}
+    assert with_reference == {f"copy{i:02d}" for i in range(21)}
+    [cluster] = found.clusters
+    assert len(cluster.students) == 21 and cluster.sources == (REFERENCE_LABEL,)
+    assert not any(s.startswith("other") for p in found.flagged() for s in p.students)
+
+
+def test_a_leaked_solution_copied_by_21_of_40_is_one_cluster_of_21(
+    course: Course, stub: str, tmp_path: Path
+) -> None:
+    found = compare(course, tmp_path, a_class_of_40(stub, validity("alt-inorder-tree")))
+    [cluster] = found.clusters
+    assert cluster.students == tuple(f"copy{i:02d}" for i in range(21)) and cluster.sources == ()
+    assert cluster.pairs == 210 and cluster.together > 0.9
+    assert found.common_min is None  # nothing was dropped for being popular
+
+
+def test_common_min_drops_what_many_share_as_moss_does_but_never_the_reference(
+    course: Course, stub: str, tmp_path: Path
+) -> None:
+    leak = {f"c{i}": disguise(validity(INDEPENDENT[1]), seed=i) for i in range(3)}
+    found = compare(course, tmp_path / "a", leak | {"fay": stub}, common_min=2)
+    assert found.flagged() == [] and found.clusters == () and found.common_min == 2
+    copied = {f"c{i}": disguise(REFERENCE.read_text(), seed=i) for i in range(3)}
+    found = compare(course, tmp_path / "b", copied | {"fay": stub}, common_min=2)
+    assert {p.students[0] for p in found.flagged() if p.students[1] == REFERENCE_LABEL} == set(copied)
+    with pytest.raises(ValueError, match="--common-min must be at least 1, got 0"):
+        compare(course, tmp_path / "c", {}, common_min=0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# what must not be flagged
+
+
+def test_independent_solutions_and_stubs_are_not_flagged(course: Course, stub: str, tmp_path: Path) -> None:
+    files = {"ann": validity(INDEPENDENT[0]), "ben": validity(INDEPENDENT[1]), "fay": stub, "zoe": stub}
+    files |= {
+        "carol": fill(stub, "ring_allreduce", CAROL_RING),
+        "dave": fill(stub, "ring_allreduce", DAVE_RING),
+    }
+    found = compare(course, tmp_path, files)
+    assert found.flagged() == [] and found.clusters == ()
+    for a, b in [("ann", "ben"), ("ann", REFERENCE_LABEL), ("ben", REFERENCE_LABEL), ("carol", "dave")]:
+        assert score(found, a, b) < DEFAULT_THRESHOLD / 2, (a, b)
+    assert not {"fay", "zoe"} & {s for p in found.pairs for s in p.students}  # the stub is all boilerplate
 
 
 def test_code_everyone_writes_alike_flags_nobody(course: Course, stub: str, tmp_path: Path) -> None:
-    tree = [HEAP_TREE, HEAP_TREE.replace("r", "rank"), "parents = [(i - 1) // 2 for i in range(p)]\n"]
+    tree = [HEAP_TREE, re.sub(r"\br\b", "rank", HEAP_TREE), "parents = [(i - 1) // 2 for i in range(p)]\n"]
     tree[2] += "parents[0] = -1\nreturn parents\n"
     everyone = {f"s{i}": fill(stub, "binary_tree", tree[i % 3]) for i in range(6)}
-    found = compare_class(
-        course,
-        course.find("02"),
-        read_submissions(course.find("02"), write_class(tmp_path / "all", everyone)),
-    )
-    assert found.flagged() == [] and len(found.students) == 6
+    found = compare(course, tmp_path / "all", everyone)
+    assert found.flagged() == [] and len(found.students) == 6 and found.unparsed == ()
 
     # Two of them alone share it: too little code to be evidence, however alike.
     two = {"s0": everyone["s0"], "s3": everyone["s3"], "fay": stub, "zoe": stub}
-    found = compare_class(
-        course, course.find("02"), read_submissions(course.find("02"), write_class(tmp_path / "two", two))
-    )
+    found = compare(course, tmp_path / "two", two)
     assert found.flagged() == []
     assert [(p.students, p.score) for p in found.pairs] == [(("s0", "s3"), pytest.approx(1.0))]
     assert found.pairs[0].shared < MIN_SHARED
 
 
-def test_the_threshold_is_checked_and_its_default_is_the_one_the_help_names(course: Course) -> None:
+def test_the_threshold_is_checked(course: Course, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"--threshold must be in \(0, 1\], got 1.5"):
-        compare_class(course, course.find("02"), {}, threshold=1.5)
-    similarity = build_parser()._subparsers._group_actions[0].choices["similarity"]  # type: ignore[union-attr,index]
-    assert f"(default {DEFAULT_THRESHOLD:g})" in similarity.format_help()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# the report
-
-
-def graded_batch(course: Course, subs: dict[str, Path], folder: Path) -> Path:
-    """A batch's folder for ``subs``: a record per student, and ivan's, whose upload was invalid."""
-    exercise = course.find("02")
-    store = RecordStore(folder / "records")
-    for student in subs:
-        result = ExerciseResult.for_every_part(
-            exercise=exercise, status=Status.FAILED, reason="wrong", graded=student, device="cpu"
-        )
-        store.put(Record(student, "k", result, None, {"allreduce.py": "0" * 64}))
-    store.put(Record("ivan", "k", invalid_result(exercise, "the archive is corrupt", "ivan", "cpu"), None))
-    return folder
-
-
-@pytest.fixture
-def batch(course: Course, stub: str, tmp_path: Path) -> tuple[Path, Path]:
-    subs = copied_class(course, stub, tmp_path / "subs")
-    shutil.copytree(subs["alice"], tmp_path / "subs" / "ivan")  # recorded invalid: never compared
-    (tmp_path / "subs" / "alice" / "allreduce.py").write_text(
-        "# by alice\n" + (tmp_path / "subs" / "alice" / "allreduce.py").read_text()
-    )
-    grades = graded_batch(course, subs, tmp_path / "grades")
-    record_submissions(grades, tmp_path / "subs")
-    return grades, tmp_path / "subs"
-
-
-def rows(path: Path) -> list[dict[str, str]]:
-    return list(csv.DictReader(path.open()))
-
-
-def test_the_report_its_pair_pages_and_csv(course: Course, stub: str, batch: tuple[Path, Path]) -> None:
-    grades, _ = batch
-    page = write_similarity(grades, course)  # the submissions folder the batch recorded
-    assert page == grades / "report" / "similarity.html"
-    text = page.read_text()
-    assert "Similarity is a reason to look at two submissions, never a verdict." in text
-    assert f"at least {DEFAULT_THRESHOLD:g} (<code>--threshold</code>" in text
-    assert "<code>exercises/02_ring_tree/allreduce.py</code>" in text  # named as boilerplate
-    assert 'href="similarity/alice--bob.html"' in text and "ivan" not in text  # invalid: not compared
-    assert "<p>7 students' editable files (allreduce.py) were compared" in text
-    pair = (grades / "report" / "similarity" / "alice--bob.html").read_text()
-    assert pair.count("<mark>") > 3 and "never a verdict" in pair
-    assert "def ring_allreduce(tensor: torch.Tensor, group=None) -" in pair  # the code...
-    assert "&gt; None:" in pair and "-> None" not in pair  # ...escaped
-    marked = [html.unescape(m).strip() for m in re.findall(r"<mark>(.*?)</mark>", pair, re.DOTALL)]
-    given = {line.strip() for line in stub.splitlines()}
-    assert len(marked) > 50 and not given & set(marked)  # a match over the stub's lines leaves them unmarked
-    [row] = rows(grades / "report" / "similarity.csv")
-    assert (row["student_a"], row["student_b"], row["page"]) == ("alice", "bob", "similarity/alice--bob.html")
-    assert float(row["score"]) > 0.9 and int(row["shared_chars"]) >= MIN_SHARED
-
-    # A higher threshold than any pair reaches: no pair, and no page left from the run before.
-    write_similarity(grades, course, threshold=1.0)
-    assert rows(grades / "report" / "similarity.csv") == []
-    assert list((grades / "report" / "similarity").iterdir()) == []
-    assert "No pair reaches the threshold." in page.read_text()
-
-
-def test_anonymized_report_uses_the_class_reports_pseudonyms(
-    course: Course, batch: tuple[Path, Path]
-) -> None:
-    grades, _ = batch
-    write_similarity(grades, course, anonymize=True)
-    index = write_report(grades, anonymize=True)
-    name = pseudonyms(grades, ["alice", "bob"])
-    assert (
-        f'href="similarity/{name["alice"]}--{name["bob"]}.html"'
-        in (grades / "report" / "similarity.html").read_text()
-    )
-    assert 'href="similarity.html"' in index.read_text()  # the class page links to it
-    for path in (grades / "report").rglob("*"):
-        if path.suffix in (".html", ".csv"):
-            text = path.read_text()
-            assert not re.search(r"\b(alice|bob|carol|dave|erin|fay|gus|ivan)\b", text), path
-    pair = (grades / "report" / "similarity" / f"{name['alice']}--{name['bob']}.html").read_text()
-    assert f"# by {name['alice']}" in pair  # an id in the code is replaced too
-
-
-def test_grade_similarity_and_grade_report(
-    course: Course, batch: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    grades, subs = batch
-    argv = ["--course", str(course.root / "course.yml")]
-    assert (
-        cli.main([*argv, "similarity", str(grades), "--threshold", "0.95", "--html", str(tmp_path / "o")])
-        == 0
-    )
-    assert "1 pair(s) to look at (a reason to look, never a verdict)" in capsys.readouterr().out
-    assert rows(tmp_path / "o" / "similarity.csv")[0]["student_a"] == "alice"
-
-    # `grade report --anonymize` rewrites the similarity report with the same pseudonyms...
-    assert cli.main([*argv, "report", str(grades), "--anonymize"]) == 0
-    assert "alice" not in (grades / "report" / "similarity.csv").read_text()
-    # ...or, the submissions gone, removes it rather than leave other names linked from the class page.
-    subs.rename(tmp_path / "moved")
-    assert cli.main([*argv, "report", str(grades)]) == 0
-    assert not (grades / "report" / "similarity.html").exists()
-    assert 'href="similarity.html"' not in (grades / "report" / "index.html").read_text()
-    assert cli.main([*argv, "similarity", str(grades)]) == 2
-    assert "no such folder of submissions" in capsys.readouterr().out
-    assert cli.main([*argv, "similarity", str(grades), "--submissions", str(tmp_path / "moved")]) == 0
-
-
-def test_anonymizing_replaces_every_id_of_the_class_whole(course: Course, batch: tuple[Path, Path]) -> None:
-    grades, subs = batch
-    exercise = course.find("02")
-    for student in ("bob-jr", "o.k."):  # ids that end at, or hold, a character that is not a word's
-        invalid = invalid_result(exercise, "the archive is corrupt", student, "cpu")
-        RecordStore(grades / "records").put(Record(student, "k", invalid, None))
-    code = subs / "alice" / "allreduce.py"
-    code.write_text("# with carol, bob-jr and o.k.\n" + code.read_text())  # not the pair's ids
-    write_similarity(grades, course, anonymize=True)
-    name = pseudonyms(grades, ["alice", "bob", "carol", "bob-jr", "o.k."])
-    pair = (grades / "report" / "similarity" / f"{name['alice']}--{name['bob']}.html").read_text()
-    assert f"# with {name['carol']}, {name['bob-jr']} and {name['o.k.']}\n" in pair
-
-
-def test_a_student_id_cannot_run_as_a_formula_in_the_csv(course: Course, tmp_path: Path) -> None:
-    evil = '=HYPERLINK("http://evil.example","open")'
-    pair = Pair((evil, "bob"), score=1.0, shares=(1.0, 1.0), shared=10 * MIN_SHARED, files=())
-    found = Similarity(course.find("02"), (evil, "bob"), (pair,), DEFAULT_THRESHOLD, ())
-    write_pages(found, tmp_path, {evil: evil, "bob": "bob"})
-    [row] = rows(tmp_path / "similarity.csv")
-    assert (row["student_a"], row["student_b"], row["score"]) == (f"'{evil}", "bob", "1.000")
-
-
-def test_grade_report_keeps_the_threshold_and_submissions_grade_similarity_used(
-    course: Course, batch: tuple[Path, Path], tmp_path: Path
-) -> None:
-    grades, subs = batch
-    elsewhere = shutil.copytree(subs, tmp_path / "elsewhere")
-    argv = ["--course", str(course.root / "course.yml")]
-    options = ["--threshold", "0.95", "--submissions", str(elsewhere)]
-    assert cli.main([*argv, "similarity", str(grades), *options]) == 0
-    subs.rename(tmp_path / "moved")  # the folder the batch graded is gone; the one compared is not
-    assert cli.main([*argv, "report", str(grades), "--anonymize"]) == 0
-    page = (grades / "report" / "similarity.html").read_text()
-    assert "at least 0.95 (<code>--threshold</code>" in page and "alice" not in page
-
-
-class InstantPool:
-    """Grades without running anything: the reference passes, every student fails."""
-
-    def reference(self, plan: BatchPlan) -> ExerciseResult:
-        return ExerciseResult.for_every_part(
-            exercise=plan.exercise, status=Status.PASSED, reason="ok", graded="reference", device="cpu"
-        )
-
-    def grade(
-        self,
-        plan: BatchPlan,
-        todo: list[PendingGrade],
-        store: RecordStore,
-        on_result: Callable[[str, ExerciseResult], None],
-    ) -> None:
-        for pending in todo:
-            student = pending.submission.student
-            result = ExerciseResult.for_every_part(
-                exercise=plan.exercise, status=Status.FAILED, reason="wrong", graded=student, device="cpu"
-            )
-            store.put(Record(student, pending.key, result, pending.submitted, pending.files))
-            on_result(student, result)
-
-
-def test_a_similarity_failure_leaves_the_class_report_and_one_warning(
-    course: Course,
-    stub: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    def broken(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("copydetect could not\ntokenize allreduce.py")
-
-    monkeypatch.setattr("grader.classroom.grade.LocalPool", InstantPool)
-    monkeypatch.setattr("grader.classroom.outputs.similarity_report.compare_class", broken)
-    copied_class(course, stub, tmp_path / "subs")
-    out = tmp_path / "out"
-    (out / "report").mkdir(parents=True)
-    (out / "report" / "similarity.html").write_text("a report of an earlier run")
-    argv = ["--course", str(course.root / "course.yml"), "batch", str(tmp_path / "subs"), "--exercise", "02"]
-    options = ["--out", str(out), "--device", "cpu", "--gradebook", f"sqlite:///{tmp_path / 'gb.db'}"]
-    assert cli.main([*argv, *options, "--allow-unsandboxed"]) == 0
-    said = capsys.readouterr().out
-    warning = (
-        "warning: no similarity report (RuntimeError: copydetect could not tokenize allreduce.py); "
-        f"retry with `grade similarity {out}`"
-    )
-    assert warning in said and "Traceback" not in said
-    assert (out / "report" / "index.html").is_file() and not (out / "report" / "similarity.html").exists()
-
-
-@pytest.mark.slow  # a real browser
-def test_a_real_browser_renders_the_report_and_a_pair(
-    course: Course, batch: tuple[Path, Path], tmp_path: Path
-) -> None:
-    import matplotlib.image
-    from test_class_report import chromium
-
-    grades, _ = batch
-    page = write_similarity(grades, course)
-    dom = chromium("--dump-dom", page.as_uri()).stdout
-    assert "never a verdict" in dom and "side by side" in dom and "alice" in dom
-    pair = chromium("--dump-dom", (page.parent / "similarity" / "alice--bob.html").as_uri()).stdout
-    assert pair.count("<mark>") > 3
-    shot = tmp_path / "pair.png"
-    chromium(f"--screenshot={shot}", (page.parent / "similarity" / "alice--bob.html").as_uri())
-    pixels = matplotlib.image.imread(shot)
-    assert pixels.shape[0] >= 1000 and pixels.std() > 0.05, "a blank screenshot"
+        compare(course, tmp_path, {}, threshold=1.5)

@@ -24,12 +24,19 @@ from grader.classroom.outputs.similarity_report import (
     remove_similarity,
     write_class_similarity,
 )
-from grader.classroom.state.class_state import STAGED_DIR, ClassState, read_class, set_aside_absent
-from grader.classroom.state.gradebook import open_gradebook, remove_submissions_except
+from grader.classroom.state.batch_marks import batch_transaction, mark_started
+from grader.classroom.state.class_state import (
+    SET_ASIDE_DIR,
+    STAGED_DIR,
+    ClassState,
+    read_class,
+    set_aside_absent,
+)
+from grader.classroom.state.gradebook import StudentInfo, open_gradebook, remove_submissions
 from grader.classroom.state.gradebook import record as record_grade
-from grader.classroom.state.records import Record, RecordStore, reference_key, suite_hash
+from grader.classroom.state.records import Record, RecordStore, SetAside, reference_key, suite_hash
 from grader.core.course import Course
-from grader.core.errors import UsageError
+from grader.core.errors import EnvironmentFailure, UsageError
 from grader.core.results import ExerciseResult
 from grader.runners import SuiteError
 
@@ -47,6 +54,9 @@ class BatchOutcome:
     warning: str | None = None
     """One line to show: the similarity report could not be written (the grades and the other reports
     were)."""
+    strays: list[SetAside] = field(default_factory=list)
+    """Files in records/ that were not the record their name promised: moved to ``OUT/set-aside`` too, and
+    their students graded again."""
 
 
 def batch_grade(
@@ -74,21 +84,16 @@ def batch_grade(
     report page."""
     pool = pool or LocalPool()
     store = RecordStore(out / "records")
-    suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
-    klass = read_class(
-        exercise=plan.exercise,
-        submissions=submissions,
-        store=store,
-        staged=out / STAGED_DIR,
-        suite=suite,
-        runner_id=runner_id,
-    )
+    strays = store.set_aside_strays(out / SET_ASIDE_DIR)
+    _check_gradebook(plan, gradebook_url)
+    klass, reference_at = class_to_grade(plan, submissions, store, out / STAGED_DIR)
     try:
         todo = batch_todo(klass, regrade=regrade, late=late)
         if shuffle is not None:
             random.Random(shuffle).shuffle(todo)
-        set_aside = set_aside_absent(klass, store, out)
-        reference = _graded_reference(plan, out, pool, reference_key(suite, runner_id))
+        set_aside = set_aside_absent(klass, store)
+        reference = _graded_reference(plan, out, pool, reference_at)
+        _mark_started(plan, gradebook_url, out)
         on_start(len(todo))
         pool.grade(plan, set_aside_invalid(plan, todo, store, on_result), store, on_result)
         klass = klass.reread(store, (p.submission.student for p in todo))
@@ -96,7 +101,7 @@ def batch_grade(
     finally:
         shutil.rmtree(out / STAGED_DIR, ignore_errors=True)
     graded = [p.submission.student for p in todo]
-    return BatchOutcome(klass.records, graded, out, klass.stagings, set_aside, warning)
+    return BatchOutcome(klass.records, graded, out, klass.stagings, set_aside, warning, strays)
 
 
 def _write_outputs(
@@ -132,11 +137,14 @@ def batch_todo(klass: ClassState, *, regrade: list[str], late: bool) -> list[Pen
     ]
 
 
-def class_to_grade(plan: BatchPlan, submissions: Path, store: RecordStore, staged: Path) -> ClassState:
-    """The class in ``submissions`` as ``batch_grade`` would read it, its uploads staged into ``staged``
-    (``--dry-run``: nothing graded, nothing set aside)."""
+def class_to_grade(
+    plan: BatchPlan, submissions: Path, store: RecordStore, staged: Path
+) -> tuple[ClassState, str]:
+    """The class in ``submissions``, its uploads staged into ``staged`` and keyed for ``plan`` (the suite
+    and the runner it grades with), and the key the reference's result is filed under. ``batch_grade``
+    reads it so; ``--dry-run`` too, into a folder of its own (nothing graded, nothing set aside)."""
     suite, runner_id = suite_hash(plan.course, plan.exercise), _runner_id(plan.backend)
-    return read_class(
+    klass = read_class(
         exercise=plan.exercise,
         submissions=submissions,
         store=store,
@@ -144,10 +152,13 @@ def class_to_grade(plan: BatchPlan, submissions: Path, store: RecordStore, stage
         suite=suite,
         runner_id=runner_id,
     )
+    return klass, reference_key(suite, runner_id)
 
 
 def _submitted(submission: Submission, late: bool) -> str | None:
-    return submission.submitted.isoformat() if late and submission.submitted else None
+    """The submission time to record: with ``--late``, or whenever the platform gave it (Gradescope)."""
+    given = late or submission.platform != "folders"
+    return submission.submitted.isoformat() if given and submission.submitted else None
 
 
 def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
@@ -158,11 +169,13 @@ def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
 
 
 def _similarity(out: Path, course: Course, klass: ClassState) -> str | None:
-    """Write the batch's similarity report; None, or, when anything fails there (copydetect, Pygments, a
-    file), remove what is left of an earlier one and return the warning to show instead: the grades and
+    """Write the batch's similarity report; None, or, when anything fails there (a file, the
+    lexer), remove what is left of an earlier one and return the warning to show instead: the grades and
     the class report do not depend on it."""
     try:
         write_class_similarity(klass, out, course)
+    except (EnvironmentFailure, OSError):
+        raise  # a full disk is not the report's fault: the batch stops with it (exit status 3)
     except Exception as exc:
         remove_similarity(out / REPORT_DIR)
         error = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -195,23 +208,46 @@ def _runner_id(backend: str) -> str:
     return str(docker_engine().images.get(image_tag("cpu")).id)
 
 
+def _check_gradebook(plan: BatchPlan, url: str) -> None:
+    """Open and check the gradebook: a corrupt one stops the batch before anything is staged or graded."""
+    with open_gradebook(url, course_id=plan.course.title, check=True):
+        pass
+
+
+def _mark_started(plan: BatchPlan, url: str, out: Path) -> None:
+    """Mark the exercise's batch started, as its gradings begin: an export refuses the gradebook until
+    ``_write_gradebook`` marks it finished. (A batch that stops before, on a usage error or a suite that
+    fails its reference, changed nothing and leaves the last finished batch's mark.)"""
+    with open_gradebook(url, course_id=plan.course.title) as gradebook:
+        mark_started(gradebook, plan.exercise.dirname, out)
+
+
 def _write_gradebook(plan: BatchPlan, klass: ClassState, reference: ExerciseResult, url: str) -> None:
     """Upsert every record of the class (idempotent), so a kill between a record and its gradebook row heals
-    on rerun; remove this exercise's submission of anyone not in the class (their record was set aside), so
-    that ``grade export``, which reads the gradebook across exercises, exports this class."""
+    on rerun; remove this exercise's submission of each student whose submission is gone (``klass.gone``),
+    so that ``grade export``, which reads the gradebook across exercises, exports this class. All of it and
+    the batch's finished mark in one transaction (``batch_marks``)."""
     deadline = plan.exercise.deadline
-    with open_gradebook(url, course_id=plan.course.title) as gradebook:
-        remove_submissions_except(gradebook, plan.exercise, set(klass.students))
-        for record in klass.records:
-            submitted = dt.datetime.fromisoformat(record.submitted) if record.submitted else None
+    with (
+        open_gradebook(url, course_id=plan.course.title) as opened,
+        batch_transaction(opened, plan.exercise.dirname) as gradebook,
+    ):
+        remove_submissions(gradebook, plan.exercise, klass.gone)
+        for member in klass.members:
+            if member.record is None:
+                continue
+            submitted = (
+                dt.datetime.fromisoformat(member.record.submitted) if member.record.submitted else None
+            )
             record_grade(
                 gradebook,
                 exercise=plan.exercise,
                 cells=list(reference.tests),
-                student=record.student,
-                result=record.result,
+                student=member.student,
+                result=member.record.result,
                 submitted=_naive_utc(submitted),
                 duedate=_naive_utc(deadline),
+                who=StudentInfo(member.submission.name, member.submission.platform, member.submission.late),
             )
 
 

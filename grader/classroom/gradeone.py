@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise, load_course
 from grader.runners import GradeJob, Runner, graded_envelope, make_runner
 
@@ -78,6 +79,4 @@ def grade_one(
         device=device,
         staging_notes=notes,
     )
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(graded_envelope(runner, job)))
-    tmp.replace(out)
+    write_atomic(out, json.dumps(graded_envelope(runner, job)))

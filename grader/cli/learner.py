@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.cli.common import EXAMPLES, Subcommands, add_run_options
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
 from grader.core.formats import to_gradescope, to_junit
@@ -132,9 +133,9 @@ def _grade_and_report(args: argparse.Namespace, course: Course, exercise: Exerci
     if not args.no_diagram:
         show_diagrams(result, save_diagrams(exercise, result, trace=args.trace), console)
     if args.json:
-        args.json.write_text(json.dumps(to_gradescope(result), indent=2))
+        write_atomic(args.json, json.dumps(to_gradescope(result), indent=2))
     if args.junit:
-        args.junit.write_text(to_junit(result))
+        write_atomic(args.junit, to_junit(result))
     return ExitCode.OK if result.all_graded_passed else ExitCode.NOT_FULL_MARKS
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from grader.cli import authoring, classroom, learner
 from grader.cli.common import EXAMPLES, Subcommands, find_course
 from grader.core.course import load_course
+from grader.core.errors import UsageError
 
 SUBCOMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     learner.add_list,
@@ -74,7 +75,7 @@ class _Version(argparse.Action):
             path = namespace.course or find_course()
             course = load_course(path, check_stubs=False)
             lines.append(f"course: {course.title}, version {course.version or 'not given'} ({path})")
-        except ValueError as exc:  # no course.yml found, or one that does not load (CourseConfigError)
+        except UsageError as exc:  # no course.yml found, or one that does not load (CourseConfigError)
             lines.append(f"course: none ({exc})")
         print("\n".join(lines))
         parser.exit(0)

@@ -15,6 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise, Section
 from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult, Status
@@ -83,7 +84,7 @@ def run_checkpoint(
     record = _record(course, section, results, passed)
     path = course.root / RECORDS_DIR / f"section-{section.number}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    write_atomic(path, json.dumps(record, indent=1) + "\n")
     notes = []
     row = CheckpointRow(
         section=section.number,

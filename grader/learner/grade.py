@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult
 from grader.core.submission import file_hashes
@@ -81,7 +82,7 @@ def _record_attempt(
 def _remember(course: Course, result: ExerciseResult) -> None:
     folder = course.root / RESULTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{result.exercise}.json").write_text(json.dumps(result.to_dict(), indent=1))
+    write_atomic(folder / f"{result.exercise}.json", json.dumps(result.to_dict(), indent=1))
 
 
 def last_result(course: Course, exercise: Exercise) -> ExerciseResult | None:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from grader.core.atomic import write_atomic
 from grader.core.reasons import Note, Reason
 from grader.core.upload import TAR_SUFFIXES
 
@@ -102,10 +103,7 @@ class Identity:
 def write_manifest(folder: Path, platform: str, rows: dict[str, Identity]) -> None:
     """The manifest of a folder made from ``platform``'s archive, written whole or not at all."""
     data = {"platform": platform, "students": {student: asdict(row) for student, row in rows.items()}}
-    target = folder / MANIFEST
-    partial = target.with_name(target.name + ".tmp")
-    partial.write_text(json.dumps(data, indent=1, ensure_ascii=False))
-    partial.replace(target)
+    write_atomic(folder / MANIFEST, json.dumps(data, indent=1, ensure_ascii=False))
 
 
 def _manifest(folder: Path) -> tuple[str, dict[str, Identity]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from grader.classroom.intake import canvas, github_classroom, gradescope, moodle
 from grader.classroom.intake.claims import Reading, class_members, write_uploads
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
 from grader.core.upload import Member, Unreadable, is_clutter
@@ -139,6 +140,4 @@ def _write_leftovers(path: Path, detected: str, leftovers: list[tuple[str, str]]
         f"{len(leftovers)} member(s) in no upload:",
         *(f"  {m}: {why}" for m, why in leftovers),
     ]
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text("\n".join(lines) + "\n")
-    partial.replace(path)
+    write_atomic(path, "\n".join(lines) + "\n")

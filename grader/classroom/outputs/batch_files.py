@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.classroom.state.class_state import ClassState
+from grader.core.atomic import atomic_path, write_atomic
 from grader.core.formats import STYLES, to_gradescope
 from grader.core.results import ExerciseResult, Status
 
@@ -53,8 +54,11 @@ def histogram_png(scores: list[float], max_score: float, path: Path) -> bool:
     except ImportError:
         return False
     figure = histogram_figure(scores, max_score)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    try:
+        with atomic_path(path) as tmp:
+            figure.savefig(tmp, dpi=100, format="png")
+    finally:
+        plt.close(figure)
     return True
 
 
@@ -79,14 +83,14 @@ def write_batch_outputs(klass: ClassState, out: Path) -> None:
     have a results.json, but stay out of the histogram."""
 
     rows = [(r.student, r.result, r.submitted) for r in klass.records]
-    (out / "grades.csv").write_text(batch_csv(rows))
     (out / "results").mkdir(exist_ok=True)
     for student, result, _ in rows:
-        (out / "results" / f"{student}.json").write_text(json.dumps(to_gradescope(result), indent=1))
+        write_atomic(out / "results" / f"{student}.json", json.dumps(to_gradescope(result), indent=1))
     kept = {f"{student}.json" for student, _, _ in rows}
     for stale in (out / "results").glob("*.json"):
         if stale.name not in kept:
             stale.unlink()
+    write_atomic(out / "grades.csv", batch_csv(rows))
     graded = [r.score for _, r, _ in rows if r.verdict is not Status.INVALID]
     histogram_png(graded, klass.exercise.points, out / "histogram.png")
 

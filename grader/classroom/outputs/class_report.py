@@ -26,6 +26,7 @@ from typing import Any
 from grader.classroom.outputs.item_analysis import ClassAnalysis, analyze
 from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import Record, RecordStore
+from grader.core.atomic import atomic_path, write_atomic
 from grader.core.diagrams.files import write_diagrams
 from grader.core.errors import UsageError
 from grader.core.results import Status
@@ -100,7 +101,7 @@ def _write(
     pages = {f"{slug(name[record.student])}.html": record for record in analysis.records}
     for page_name, record in pages.items():
         links = _diagrams(record, out / "students", name[record.student], on=diagrams)
-        (out / "students" / page_name).write_text(_student_page(record, analysis, name, links))
+        write_atomic(out / "students" / page_name, _student_page(record, analysis, name, links))
     for stale in (out / "students").iterdir():
         if stale.name not in pages and f"{stale.name}.html" not in pages:
             # a student no longer in the class, or last shown under another name (their diagrams too)
@@ -109,7 +110,7 @@ def _write(
             else:
                 stale.unlink()
     index = out / "index.html"
-    index.write_text(_class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
+    write_atomic(index, _class_page(analysis, name, similarity=(out / SIMILARITY_PAGE).is_file()))
     return index
 
 
@@ -117,8 +118,9 @@ def pseudonyms(grades: Path, students: list[str]) -> dict[str, str]:
     """Each student's stable pseudonym, keyed by the grades folder's secret salt (made on first use)."""
     salt_path = grades / SALT_FILE
     if not salt_path.exists():
-        salt_path.write_text(secrets.token_hex(16))
-        salt_path.chmod(0o600)
+        with atomic_path(salt_path) as tmp:
+            tmp.chmod(0o600)  # before the secret is in it
+            tmp.write_text(secrets.token_hex(16))
     salt = salt_path.read_bytes()
     return {s: "student-" + hmac.new(salt, s.encode(), hashlib.sha256).hexdigest()[:8] for s in students}
 

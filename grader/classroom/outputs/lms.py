@@ -43,12 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from grader.classroom.outputs.rosters import Match, Roster
-from grader.classroom.state.gradebook import COMMENT_CELL
+from grader.classroom.state.gradebook import COMMENT_CELL, is_invalid_comment
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
 
-INVALID_PREFIX = "not graded:"
-"""How the gradebook's comment marks an invalid upload (``grader.classroom.state.gradebook``)."""
 NO_SUBMISSION = "no submission"
 INVALID = "an invalid upload (fix it and grade it again)"
 MISSING_POLICIES = ("leave", "zero")
@@ -135,7 +133,7 @@ def _invalid(gradebook: Any, exercise: Exercise, student: str) -> bool:
         comment = gradebook.find_comment(COMMENT_CELL, exercise.slug, exercise.dirname, student)
     except MissingEntry:
         return False
-    return (comment.auto_comment or "").startswith(INVALID_PREFIX)
+    return is_invalid_comment(comment.auto_comment)
 
 
 def place(grades: Grades, exercise: Exercise, roster: Roster, match: Match, missing: str) -> Placed:

@@ -22,11 +22,18 @@ refuses a file whose rows are not all as wide as the header (``lib/csvlib.class.
 ``load_csv_content``: ``csvweirdcolumns``), so a comment line cannot say the unit: the column's title does
 (``NN Title (percent)``), which is the name the import gives a new grade item (``load_data.php``,
 ``import_new_grade_item``), out of 100 by default.
+
+The instructors' side of each: Canvas's guide "How do I import grades in the Gradebook?"
+(https://community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook/ta-p/807),
+MoodleDocs "Grade import" (https://docs.moodle.org/311/en/Grade_import) and "Using Assignment", offline
+grading worksheet (https://docs.moodle.org/311/en/Using_Assignment). The code cited is the importers' own
+(instructure/canvas-lms, moodle/moodle).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from grader.classroom.outputs.lms import (
@@ -50,6 +57,7 @@ from grader.classroom.outputs.rosters import (
     read_canvas_export,
     read_moodle_roster,
     read_moodle_worksheet,
+    with_canvas_ids,
 )
 from grader.classroom.outputs.spreadsheet import FORMULA_STARTS, decimal_cell, text_cell, write_csv
 from grader.core.course import Exercise
@@ -221,6 +229,9 @@ def export_to(
     write one file per exercise: ``out`` for one exercise, else ``OUT-NN.csv`` beside it."""
     sheet = LMS_FILES[lms](roster)
     found = match_students(sheet, grades.students(), match)
+    if isinstance(sheet, CanvasRoster) and found.key == "canvas-id":
+        sheet = with_canvas_ids(sheet, unmatched(grades, exercises, found))
+        found = replace(match_students(sheet, grades.students(), found.key), chosen=found.chosen)
     files = []
     for exercise in exercises:
         placed = place(grades, exercise, sheet, found, missing)

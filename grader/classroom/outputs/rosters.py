@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader.classroom.outputs.spreadsheet import parse_decimal, read_csv
@@ -76,7 +76,10 @@ class Roster:
         return self.header.index(name) if name in self.header else None
 
     def name(self, row: int) -> str:
-        return " ".join(self.rows[row][i] for i in self.names).strip() or f"row {row + 2}"
+        """The row's student as the roster names them; a row without a name by its cells."""
+        return " ".join(self.rows[row][i] for i in self.names).strip() or " ".join(
+            filter(None, self.rows[row])
+        )
 
     def columns_for(self, key: str) -> list[int]:
         if key == "github":
@@ -133,6 +136,20 @@ def read_canvas_export(path: Path) -> CanvasRoster:
         if i >= student_columns and CANVAS_ASSIGNMENT.match(h) and not CANVAS_NON_ASSIGNMENT.search(h)
     )
     return CanvasRoster(path, tuple(header), tuple(map(tuple, rows)), names, student_columns, assignments)
+
+
+def with_canvas_ids(roster: CanvasRoster, students: Iterable[str]) -> CanvasRoster:
+    """``roster`` with a row for each of ``students`` it lacks, named by nothing but its ``ID``: a class
+    taken from Canvas's archive is named by Canvas's user ids, which the importer finds a student by
+    first (``process_student``), so a student enrolled after the export still gets a row."""
+    at = roster.header.index("ID")
+    known = {row[at].strip() for row in roster.rows}
+    extra = [
+        tuple(student if i == at else "" for i in range(len(roster.header)))
+        for student in sorted(set(students) - known)
+        if student.isdigit()
+    ]
+    return replace(roster, rows=roster.rows + tuple(extra))
 
 
 def _canvas_posting_row(row: list[str]) -> bool:

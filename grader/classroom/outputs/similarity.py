@@ -1,76 +1,55 @@
 """Similarity across a class: which students' editable files share code that neither the stub nor the given
-code explains.
+code explains, with whom, and whether a known source (the course's reference, ``--against``) is among them.
 
-Built on copydetect (MIT; https://github.com/blingenf/copydetect): each file is tokenized with Pygments and
-normalized (every variable name becomes ``V``, every function name ``F``, every string ``S``; comments and
-whitespace go), then fingerprinted by winnowing (Schleimer, Wilkerson and Aiken, SIGMOD 2003) over k-grams
-of ``NOISE`` normalized characters. Renaming and reformatting therefore change nothing.
+How a file is read (``similarity_tokens``): tokens from its syntax tree, names replaced by their role,
+docstrings and comments gone, each function on its own; a file that does not parse falls back to the lexer
+(and is then compared by the lexer's tokens with everyone). How it is fingerprinted (``similarity_index``):
+winnowing, ``K`` tokens a k-gram and ``WINDOW`` k-grams a window. Pairs to compare come from an index of
+fingerprints, not from every student against every other.
 
-What never counts:
-- the boilerplate: every k-gram of the exercise's stubs and of the other Python files the exercise folder
-  hands out (rank programs, public tests), so the shared starting point is no match;
-- common code: a k-gram that more than half of the class holds (and at least ``COMMON_MIN`` students) is
-  what the task makes everyone write, as Moss's ``-m`` option treats it.
+What never counts: the boilerplate, every k-gram of the exercise's stubs and of the other Python files its
+folder hands out (rank programs, public tests), as JPlag's base code. Nothing is dropped for being popular
+unless ``common_min`` is given: then a fingerprint more than ``common_min`` students hold is ignored, as
+Moss's ``-m``, except where the reference has it too (a match with the reference is never common code).
 
-A pair's score is the share of the two students' own code (what is left after the boilerplate), taken
-together, that the other one also has: JPlag's average similarity, so that a short piece of a prescribed
-algorithm found in a long file scores low. Each student's share is reported beside it. A pair is flagged
-when the score reaches the threshold and the shared code is at least ``MIN_SHARED`` normalized characters:
-two short functions alike by necessity are no evidence. Similarity is a reason to look at two
-submissions, never a verdict.
+A pair's score is the share of the two sides' own code (what is left after the boilerplate), taken
+together, that the other side also has: JPlag's average similarity, so that a short piece of a prescribed
+algorithm found in a long file scores low. A pair is flagged when the score reaches the threshold and the
+shared code is at least ``MIN_SHARED`` tokens long: short idioms alike by necessity are no evidence.
+Flagged pairs form clusters (``similarity_clusters``). Similarity is a reason to look at two submissions,
+never a verdict.
 """
 
 from __future__ import annotations
 
-import io
-import itertools
-import tempfile
-from collections import defaultdict
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
+from grader.classroom.outputs.similarity_clusters import Cluster, find_clusters
+from grader.classroom.outputs.similarity_index import (
+    Print,
+    covered_lines,
+    every_kgram,
+    fingerprint,
+    pairs_sharing,
+)
+from grader.classroom.outputs.similarity_lexer import Tokens, lexed
+from grader.classroom.outputs.similarity_pair import FileMatch, Pair, flags
+from grader.classroom.outputs.similarity_sources import SourceKind, known_sources
+from grader.classroom.outputs.similarity_tokens import tokenize
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
-from grader.core.submission import stage
 
-NOISE = 25
-"""k: the shortest run of normalized characters that can match (copydetect's default noise threshold)."""
 DEFAULT_THRESHOLD = 0.5
-"""Flag a pair when half of the two students' own code is in common (``--threshold`` changes it)."""
-MIN_SHARED = 100
-"""Normalized characters two files must share before a pair can be flagged: about a dozen lines of code."""
-COMMON_MIN = 3
-"""Fewer students than this never make a k-gram common, however small the class."""
-
-
-@dataclass(frozen=True)
-class FileMatch:
-    """One editable file of a pair, both students' texts and where they match."""
-
-    name: str
-    texts: tuple[str, str]
-    regions: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
-    """For each side, the (start, end) character offsets in its text of the code the other side also has."""
-
-
-@dataclass(frozen=True)
-class Pair:
-    students: tuple[str, str]
-    score: float
-    """The share of the two students' own code, together, that the other one also has (JPlag's average
-    similarity): 1 for a copy, low when one short piece of one is in the other."""
-    shares: tuple[float, float]
-    """For each student, the share of their own code (boilerplate and common code left out) found in the
-    other's: a part copied into a larger whole shows here first."""
-    shared: int
-    """Normalized characters in common (the larger side's count)."""
-    files: tuple[FileMatch, ...]
+"""Flag a pair when half of the two sides' own code is in common (``--threshold`` changes it)."""
 
 
 @dataclass(frozen=True)
 class Similarity:
-    """Every pair with any code in common, most similar first, and what the comparison was."""
+    """Every pair with any fingerprint in common, most similar first, and what the comparison was."""
 
     exercise: Exercise
     students: tuple[str, ...]
@@ -82,10 +61,21 @@ class Similarity:
     given_lines: frozenset[str] = frozenset()
     """Their lines, stripped: a match runs over them where it starts or ends inside given code, and the
     report does not mark them."""
+    sources: Mapping[str, SourceKind] = field(default_factory=dict)
+    """The known sources compared with every student, by label."""
+    common_min: int | None = None
+    """A fingerprint more than this many students hold was ignored (Moss's ``-m``); None: none was."""
+    clusters: tuple[Cluster, ...] = ()
+    unparsed: tuple[str, ...] = ()
+    """``who/file`` of the files that do not parse, compared by the lexer's tokens instead."""
 
     def flagged(self) -> list[Pair]:
         """The pairs to look at: score at least the threshold and at least ``MIN_SHARED`` in common."""
-        return [p for p in self.pairs if p.score >= self.threshold and p.shared >= MIN_SHARED]
+        return [p for p in self.pairs if flags(p, self.threshold)]
+
+    def reference(self) -> str | None:
+        """The course reference's label, when it was compared."""
+        return next((s for s, kind in self.sources.items() if kind is SourceKind.REFERENCE), None)
 
 
 def compare_class(
@@ -94,130 +84,176 @@ def compare_class(
     texts: dict[str, dict[str, str]],
     *,
     threshold: float = DEFAULT_THRESHOLD,
+    against: Sequence[Path] = (),
+    common_min: int | None = None,
 ) -> Similarity:
-    """Compare every student's editable files with every other student's; ``texts`` maps a student to the
-    text of each of their staged files, by name (a batch's ``Member.texts``, or ``read_submissions``)."""
+    """Compare every student's editable files with every other student's and with every known source (the
+    reference, each submission in the ``against`` paths); ``texts`` maps a student to the text of each of
+    their staged files, by name (a batch's ``Member.texts``, or ``read_submissions``)."""
     if not 0 < threshold <= 1:
         raise UsageError(f"--threshold must be in (0, 1], got {threshold:g}")
-    given = sorted(course.exercise_dir(exercise).glob("*.py"))
-    boilerplate = _hashes(given)
+    if common_min is not None and common_min < 1:
+        raise UsageError(f"--common-min must be at least 1, got {common_min}")
+    sources = known_sources(course, exercise, against)
     texts = {student: files for student, files in sorted(texts.items()) if files}
-    prints = {
-        student: {name: _fingerprint(name, text, boilerplate) for name, text in files.items()}
-        for student, files in texts.items()
-    }
-    _drop_common(prints)
-    pairs = [
-        pair
-        for a, b in itertools.combinations(sorted(prints), 2)
-        if (pair := _compare(a, b, prints[a], prints[b])) is not None
-    ]
-    pairs.sort(key=lambda p: (-p.score, -p.shared, p.students))
+    texts |= {source.label: source.files for source in sources}
+    given = sorted(course.exercise_dir(exercise).glob("*.py"))
+    kinds = {source.label: source.kind for source in sources}
+    prints = _Prints(texts, given, kinds, common_min)
+    pairs = sorted(
+        (p for a, b in prints.candidates() if (p := prints.pair(a, b, threshold)) is not None),
+        key=lambda p: (-p.score, -p.shared, p.students),
+    )
+    flagged = [p for p in pairs if flags(p, threshold)]
     return Similarity(
         exercise=exercise,
-        students=tuple(sorted(prints)),
+        students=tuple(sorted(set(texts) - set(kinds))),
         pairs=tuple(pairs),
         threshold=threshold,
         boilerplate=tuple(str(p.relative_to(course.root)) for p in given),
         given_lines=frozenset(line.strip() for p in given for line in p.read_text().splitlines()),
+        sources=kinds,
+        common_min=common_min,
+        clusters=find_clusters(flagged, prints.in_cluster, set(kinds)),
+        unparsed=prints.unparsed,
     )
 
 
-def read_submissions(exercise: Exercise, submissions: dict[str, Path]) -> dict[str, dict[str, str]]:
-    """Each student's files as grading reads them (staged: only the exercise's files, no link followed), by
-    student and name; those missing or refused are left out. For ``grade similarity`` outside a batch: a
-    batch compares the files it staged already."""
-    texts = {}
-    with tempfile.TemporaryDirectory(prefix="distgpu-similarity-") as folder:
-        for student, source in submissions.items():
-            staged = stage(source, exercise.files, Path(folder) / student)
-            texts[student] = {
-                name: (Path(folder) / student / name).read_text(errors="replace") for name in staged.taken
-            }
-    return texts
-
-
 # ---------------------------------------------------------------------------------------------------------
-# fingerprints: copydetect's, with the boilerplate and the common code taken out afterwards
+# everyone's fingerprints
 
 
-def _fingerprint(name: str, text: str, boilerplate: set[int]) -> Any:
-    """copydetect's fingerprint of ``text`` (named ``name`` for its lexer), boilerplate k-grams removed.
+class _Prints:
+    """Everyone's fingerprints, file by file, boilerplate (and common code) taken out. ``trees``: from
+    the syntax tree, or the lexer's for a file that does not parse; ``lexed``: the lexer's for every file,
+    made only when a file does not parse (a pair where one side does not parse is compared by these)."""
 
-    copydetect can remove boilerplate itself, but through ``np.intersect1d(assume_unique=True)`` on hashes
-    that repeat within a file, which also drops every k-gram a file holds twice; hence the removal here."""
-    from copydetect import CodeFingerprint
-
-    fingerprint = CodeFingerprint(name, NOISE, 1, fp=io.StringIO(text))
-    _remove(fingerprint, boilerplate)
-    return fingerprint
-
-
-def _hashes(paths: list[Path]) -> set[int]:
-    from copydetect import CodeFingerprint
-
-    found: set[int] = set()
-    for path in paths:
-        found |= set(CodeFingerprint(path.name, NOISE, 1, fp=io.StringIO(path.read_text())).hashes)
-    return found
-
-
-def _remove(fingerprint: Any, hashes: set[int]) -> None:
-    from copydetect.utils import get_token_coverage
-
-    fingerprint.hashes = fingerprint.hashes - hashes
-    fingerprint.hash_idx = {h: i for h, i in fingerprint.hash_idx.items() if h not in hashes}
-    fingerprint.token_coverage = get_token_coverage(
-        fingerprint.hash_idx, NOISE, len(fingerprint.filtered_code)
-    )
-
-
-def _drop_common(prints: dict[str, dict[str, Any]]) -> None:
-    """Remove, file by file, the k-grams more than half of the class holds (and ``COMMON_MIN`` at least)."""
-    holders: dict[tuple[str, int], int] = defaultdict(int)
-    for files in prints.values():
-        for name, fingerprint in files.items():
-            for h in fingerprint.hashes:
-                holders[name, h] += 1
-    floor = max(COMMON_MIN, len(prints) // 2 + 1)
-    common: dict[str, set[int]] = defaultdict(set)
-    for (name, h), count in holders.items():
-        if count >= floor:
-            common[name].add(h)
-    for files in prints.values():
-        for name, fingerprint in files.items():
-            _remove(fingerprint, common[name])
-
-
-# ---------------------------------------------------------------------------------------------------------
-# a pair
-
-
-def _compare(a: str, b: str, files_a: dict[str, Any], files_b: dict[str, Any]) -> Pair | None:
-    """The pair's shares over the files both have; None when they share no code at all."""
-    from copydetect import compare_files
-
-    overlap = [0.0, 0.0]
-    coverage = [0.0, 0.0]
-    matches = []
-    for name in sorted(files_a.keys() & files_b.keys()):
-        first, second = files_a[name], files_b[name]
-        coverage[0] += first.token_coverage
-        coverage[1] += second.token_coverage
-        tokens, (share_a, share_b), (slices_a, slices_b) = compare_files(first, second)
-        if not tokens:
-            continue
-        overlap[0] += share_a * first.token_coverage
-        overlap[1] += share_b * second.token_coverage
-        matches.append(
-            FileMatch(name, (first.raw_code, second.raw_code), (_regions(slices_a), _regions(slices_b)))
+    def __init__(
+        self,
+        texts: dict[str, dict[str, str]],
+        given: list[Path],
+        sources: dict[str, SourceKind],
+        common: int | None,
+    ) -> None:
+        self.texts, self.sources = texts, sources
+        tokens = {
+            who: {name: tokenize(text, name) for name, text in files.items()} for who, files in texts.items()
+        }
+        self.unparsed = tuple(
+            f"{who}/{name}"
+            for who, files in sorted(tokens.items())
+            for name, t in files.items()
+            if not t.parsed
         )
-    if not matches:
-        return None
-    score = float(sum(overlap) / sum(coverage))
-    shares = (float(overlap[0] / coverage[0]), float(overlap[1] / coverage[1]))
-    return Pair((a, b), score, shares, int(max(overlap)), tuple(matches))
+        self.trees = self._from(tokens, [tokenize(p.read_text(), p.name) for p in given], common)
+        self.lexed: dict[str, dict[str, Print]] = {}
+        if self.unparsed:
+            lexer = {
+                who: {name: lexed(text, name) for name, text in files.items()} for who, files in texts.items()
+            }
+            self.lexed = self._from(lexer, [lexed(p.read_text(), p.name) for p in given], common)
+
+    def _from(
+        self, tokens: dict[str, dict[str, Tokens]], given: list[Tokens], common: int | None
+    ) -> dict[str, dict[str, Print]]:
+        boilerplate = set().union(*(every_kgram(t) for t in given))
+        prints = {
+            who: {name: fingerprint(t).without(boilerplate) for name, t in files.items()}
+            for who, files in tokens.items()
+        }
+        if common is None:
+            return prints
+        dropped = self._common(prints, common)
+        return {
+            who: {name: p.without(dropped[name]) for name, p in files.items()}
+            for who, files in prints.items()
+        }
+
+    def _common(self, prints: dict[str, dict[str, Print]], most: int) -> dict[str, set[int]]:
+        """By file name, the fingerprints more than ``most`` students hold and the reference does not."""
+        holders: Counter[tuple[str, int]] = Counter(
+            (name, h)
+            for who, files in prints.items()
+            if who not in self.sources
+            for name, p in files.items()
+            for h in p.hashes
+        )
+        reference = {who for who, kind in self.sources.items() if kind is SourceKind.REFERENCE}
+        kept = {(name, h) for who in reference for name, p in prints[who].items() for h in p.hashes}
+        dropped: dict[str, set[int]] = {name: set() for files in prints.values() for name in files}
+        for (name, h), count in holders.items():
+            if count > most and (name, h) not in kept:
+                dropped[name].add(h)
+        return dropped
+
+    def of(self, who: str, name: str, *, lexer: bool) -> Print:
+        return (self.lexed if lexer else self.trees)[who][name]
+
+    def candidates(self) -> list[tuple[str, str]]:
+        """The pairs sharing any fingerprint, a student first; never two sources."""
+        found = pairs_sharing(self._parsed())
+        if self.lexed:
+            unparsed = {who for who, files in self.trees.items() if not all(p.parsed for p in files.values())}
+            found |= {pair for pair in pairs_sharing(self.lexed) if unparsed & set(pair)}
+        pairs = {(b, a) if a in self.sources else (a, b) for a, b in found}
+        return sorted((a, b) for a, b in pairs if a not in self.sources)
+
+    def _parsed(self) -> dict[str, dict[str, Print]]:
+        return {who: {name: p for name, p in files.items() if p.parsed} for who, files in self.trees.items()}
+
+    def in_cluster(self, members: set[str]) -> dict[str, dict[str, Print]]:
+        """The members' prints, by the lexer for every file of a name that one of them does not parse."""
+        names = {name for who in members for name in self.trees[who]}
+        by_lexer = {name for name in names if any(not p.parsed for p in self._named(members, name).values())}
+        return {
+            who: {name: self.of(who, name, lexer=name in by_lexer) for name in self.trees[who]}
+            for who in members
+        }
+
+    def _named(self, members: set[str], name: str) -> dict[str, Print]:
+        return {who: self.trees[who][name] for who in members if name in self.trees[who]}
+
+    def pair(self, a: str, b: str, threshold: float) -> Pair | None:
+        """The pair's shares over the files both have; None when they share no code at all."""
+        overlap, own, lexer, common = [0, 0], [0, 0], False, {}
+        for name in sorted(self.trees[a].keys() & self.trees[b].keys()):
+            by_lexer = not (self.trees[a][name].parsed and self.trees[b][name].parsed)
+            first, second = self.of(a, name, lexer=by_lexer), self.of(b, name, lexer=by_lexer)
+            common[name] = shared = first.hashes.keys() & second.hashes.keys()
+            overlap = [overlap[0] + first.covered_by(shared), overlap[1] + second.covered_by(shared)]
+            own = [own[0] + first.own, own[1] + second.own]
+            lexer = lexer or by_lexer
+        if not sum(overlap):
+            return None
+        shares = (overlap[0] / own[0], overlap[1] / own[1])
+        pair = Pair((a, b), sum(overlap) / sum(own), shares, max(overlap), (), lexer)
+        if not flags(pair, threshold):
+            return pair
+        files = tuple(self._match(a, b, name, shared) for name, shared in common.items() if shared)
+        return Pair(pair.students, pair.score, pair.shares, pair.shared, files, lexer)
+
+    def _match(self, a: str, b: str, name: str, shared: set[int]) -> FileMatch:
+        by_lexer = not (self.trees[a][name].parsed and self.trees[b][name].parsed)
+        texts = (self.texts[a][name], self.texts[b][name])
+        regions = tuple(
+            _regions(text, covered_lines(self.of(who, name, lexer=by_lexer), shared))
+            for who, text in zip((a, b), texts, strict=True)
+        )
+        return FileMatch(name, texts, (regions[0], regions[1]))
 
 
-def _regions(slices: Any) -> tuple[tuple[int, int], ...]:
-    return tuple((int(start), int(end)) for start, end in zip(slices[0], slices[1], strict=True))
+def _regions(text: str, lines: set[int]) -> tuple[tuple[int, int], ...]:
+    """Each of ``lines`` (1-based) as (start, end) character offsets in ``text``, indentation left out."""
+    spans = _line_spans(text)
+    return tuple(spans[number - 1] for number in sorted(lines) if number <= len(spans))
+
+
+@lru_cache(maxsize=256)
+def _line_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Each line's (start, end) character offsets in ``text``, without its indentation and line break."""
+    spans, start = [], 0
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        spans.append((start + len(body) - len(body.lstrip()), start + len(body)))
+        start += len(line)
+    return tuple(spans)

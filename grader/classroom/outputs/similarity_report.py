@@ -1,41 +1,41 @@
-"""The similarity report of a batch: ``report/similarity.html`` beside the class report, one side-by-side
-page per flagged pair (``report/similarity/A--B.html``, matching code marked) and ``report/similarity.csv``.
+"""The similarity report of a batch: ``report/similarity.html`` beside the class report (clusters first,
+then pairs), one side-by-side page per flagged pair (``report/similarity/A--B.html``, matching code
+marked), ``report/clusters.csv`` and ``report/similarity.csv``.
 
-    grade similarity grades/02_ring_tree [--submissions DIR] [--threshold 0.5] [--anonymize]
+    grade similarity grades/02_ring_tree [--submissions DIR] [--against PATH]... [--threshold 0.5]
+                     [--common-min N] [--anonymize]
 
 ``grade batch`` writes it too, and records where its submissions were (``SUBMISSIONS_FILE``) so that
-``grade similarity`` and ``grade report`` can compare them again later. Each report saves beside it the
-submissions folder and the threshold it was made with (``SETTINGS``): ``grade report`` rewrites it with
-those. ``--anonymize`` uses the class report's pseudonyms (the same salt), in the pages, the CSV and the
-code shown.
+``grade similarity`` and ``grade report`` can compare them again later, without grading anything. Each
+report saves beside it what it was made with (``SETTINGS``): ``grade report`` rewrites it with those.
+``--anonymize`` uses the class report's pseudonyms (the same salt), in the pages, the CSVs and the code
+shown, and for the ids in the known sources' labels.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import re
-from collections.abc import Callable
-from html import escape
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.classroom.intake.discovery import discover
-from grader.classroom.outputs.class_report import REPORT_DIR, SIMILARITY_PAGE, page, pseudonyms, slug
-from grader.classroom.outputs.similarity import (
-    COMMON_MIN,
-    DEFAULT_THRESHOLD,
-    MIN_SHARED,
-    NOISE,
-    FileMatch,
-    Pair,
-    Similarity,
-    compare_class,
-    read_submissions,
+from grader.classroom.outputs.class_report import REPORT_DIR, SIMILARITY_PAGE, pseudonyms
+from grader.classroom.outputs.similarity import DEFAULT_THRESHOLD, Similarity, compare_class
+from grader.classroom.outputs.similarity_clusters import Cluster
+from grader.classroom.outputs.similarity_pages import (
+    PAIRS_DIR,
+    class_page,
+    code_shown,
+    pair_page,
+    pair_page_name,
 )
-from grader.classroom.outputs.spreadsheet import text_cell
+from grader.classroom.outputs.similarity_pair import Pair
+from grader.classroom.outputs.similarity_sources import SourceKind, read_submissions
+from grader.classroom.outputs.spreadsheet import text_cell, write_csv
 from grader.classroom.state.class_state import ClassState
 from grader.classroom.state.records import RecordStore
+from grader.core.atomic import write_atomic
 from grader.core.course import Course
 from grader.core.errors import UsageError
 from grader.core.results import Status
@@ -43,22 +43,36 @@ from grader.core.results import Status
 SUBMISSIONS_FILE = "submissions-folder"
 """In a batch's folder: the absolute path of the folder of submissions it graded, one line."""
 CSV = "similarity.csv"
+CLUSTERS_CSV = "clusters.csv"
 SETTINGS = "similarity.json"
-"""Beside the report: ``{"submissions": absolute path, "threshold": number}``, what it was made with."""
-PAIRS_DIR = "similarity"
-CLOSEST_SHOWN = 10
-"""Pairs below the threshold listed for context (no page of their own)."""
-CAUTION = (
-    "Similarity is a reason to look at two submissions, never a verdict. Students who discuss an approach, "
-    "follow the same hint or the same paper write alike, and short code has few ways to be written. Read "
-    "the pair side by side, ask the students how they worked, and follow your institution's process "
-    "before you conclude anything."
-)
-MARK_STYLE = """
-.caution{border-left:4px solid #c90;background:#fff8e6;padding:.5em 1em}
-.sides{display:grid;grid-template-columns:1fr 1fr;gap:1em}.sides pre{font-size:13px;overflow-x:auto}
-mark{background:#ffd86b}
-"""
+"""Beside the report: ``Settings`` as JSON, what it was made with."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    submissions: Path
+    threshold: float = DEFAULT_THRESHOLD
+    against: tuple[Path, ...] = ()
+    common_min: int | None = None
+
+    def to_json(self) -> str:
+        fields = {
+            "submissions": str(self.submissions.resolve()),
+            "threshold": self.threshold,
+            "against": [str(path.resolve()) for path in self.against],
+            "common_min": self.common_min,
+        }
+        return json.dumps(fields, indent=2) + "\n"
+
+    @staticmethod
+    def from_json(text: str) -> Settings:
+        fields = json.loads(text)
+        return Settings(
+            Path(fields["submissions"]),
+            float(fields["threshold"]),
+            tuple(Path(path) for path in fields.get("against", [])),
+            fields.get("common_min"),
+        )
 
 
 def write_similarity(
@@ -69,10 +83,13 @@ def write_similarity(
     out: Path | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     anonymize: bool = False,
+    against: Sequence[Path] = (),
+    common_min: int | None = None,
 ) -> Path:
-    """Compare the graded submissions of the batch in ``grades`` (invalid uploads left out) and write the
-    report into ``out`` (default ``grades/report``); return its page. ``submissions``: where they are
-    (default: the folder the batch recorded)."""
+    """Compare the graded submissions of the batch in ``grades`` (invalid uploads left out) with each other,
+    the course's reference and the ``against`` sources, and write the report into ``out`` (default
+    ``grades/report``); return its page. ``submissions``: where they are (default: the folder the batch
+    recorded). Nothing is graded: the batch's records say who was graded, and for which exercise."""
     folder = submissions or recorded_submissions(grades)
     if folder is None:
         raise UsageError(f"{grades} does not say where its submissions are; give --submissions DIR")
@@ -84,67 +101,86 @@ def write_similarity(
     exercise = course.find(records[0].result.exercise)
     graded = {r.student for r in records if r.result.verdict is not Status.INVALID}
     found = {s.student: s.path for s in discover(folder) if s.student in graded}
-    similarity = compare_class(course, exercise, read_submissions(exercise, found), threshold=threshold)
+    texts = read_submissions(exercise, found)
+    similarity = compare_class(
+        course, exercise, texts, threshold=threshold, against=against, common_min=common_min
+    )
     students = sorted(r.student for r in records)
-    name = pseudonyms(grades, students) if anonymize else {s: s for s in students}
-    return _write(similarity, folder, out or grades / REPORT_DIR, name, threshold)
+    name = _names(grades, students, similarity, anonymize=anonymize)
+    return _report(
+        similarity, out or grades / REPORT_DIR, name, Settings(folder, threshold, tuple(against), common_min)
+    )
 
 
 def write_class_similarity(klass: ClassState, grades: Path, course: Course) -> Path:
-    """The similarity report of a batch's class (``grades/report``, the default threshold): the graded
+    """The similarity report of a batch's class (``grades/report``, the default settings): the graded
     members' files as the batch staged them, compared (no upload is staged again)."""
     graded = [m for m in klass.members if m.record and m.record.result.verdict is not Status.INVALID]
-    texts = {m.student: m.texts() for m in graded}
-    similarity = compare_class(course, klass.exercise, texts, threshold=DEFAULT_THRESHOLD)
-    name = {s: s for s in klass.students}
-    return _write(similarity, klass.submissions, grades / REPORT_DIR, name, DEFAULT_THRESHOLD)
+    similarity = compare_class(course, klass.exercise, {m.student: m.texts() for m in graded})
+    name = _names(grades, list(klass.students), similarity, anonymize=False)
+    return _report(similarity, grades / REPORT_DIR, name, Settings(klass.submissions))
 
 
-def _write(
-    similarity: Similarity, folder: Path, target: Path, name: dict[str, str], threshold: float
-) -> Path:
-    """The report's pages in ``target``, and beside them the submissions folder and threshold it was made
-    with (``SETTINGS``)."""
+def _report(similarity: Similarity, target: Path, name: dict[str, str], settings: Settings) -> Path:
+    """The report's pages in ``target``, and beside them what it was made with (``SETTINGS``)."""
     written = write_pages(similarity, target, name)
-    settings = {"submissions": str(folder.resolve()), "threshold": threshold}
-    (target / SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
+    write_atomic(target / SETTINGS, settings.to_json())
     return written
+
+
+def _names(grades: Path, students: list[str], similarity: Similarity, *, anonymize: bool) -> dict[str, str]:
+    """How each side is shown: students, and the students of an ``--against`` folder in their labels, by
+    pseudonym under ``anonymize``; the other sources by their labels."""
+    if not anonymize:
+        return {who: who for who in [*students, *similarity.sources]}
+    against = [label for label, kind in similarity.sources.items() if kind is SourceKind.AGAINST_STUDENT]
+    ids = {label: label.rpartition("/")[2] for label in against}
+    name = pseudonyms(grades, [*students, *ids.values()])
+    shown = {label: f"{label.rpartition('/')[0]}/{name[ids[label]]}" for label in against}
+    return {**{s: name[s] for s in students}, **shown, **{r: r for r in similarity.sources if r not in shown}}
 
 
 def refresh_similarity(grades: Path, course: Course, *, out: Path | None, anonymize: bool) -> Path | None:
     """Rewrite the similarity report in ``out`` (default ``grades/report``) with the names a class report
-    about to be written there uses, over the submissions and at the threshold it was made with
-    (``SETTINGS``; without them, the batch's recorded folder and the default threshold); when those
-    submissions are gone, remove it instead (a page with other names than the class page's must not stay
-    linked from it). Its page, or None."""
+    about to be written there uses, with the settings it was made with (``SETTINGS``; without them, the
+    batch's recorded folder and the defaults); when those submissions are gone, remove it instead (a page
+    with other names than the class page's must not stay linked from it). Its page, or None."""
     target = out or grades / REPORT_DIR
-    folder, threshold = _settings(target) or (recorded_submissions(grades), DEFAULT_THRESHOLD)
-    if folder is not None and folder.is_dir():
+    settings = _settings(target)
+    if settings is None:
+        recorded = recorded_submissions(grades)
+        settings = Settings(recorded) if recorded else None
+    if settings is not None and settings.submissions.is_dir() and all(p.exists() for p in settings.against):
         return write_similarity(
-            grades, course, submissions=folder, out=out, threshold=threshold, anonymize=anonymize
+            grades,
+            course,
+            submissions=settings.submissions,
+            out=out,
+            threshold=settings.threshold,
+            anonymize=anonymize,
+            against=settings.against,
+            common_min=settings.common_min,
         )
     remove_similarity(target)
     return None
 
 
 def remove_similarity(out: Path) -> None:
-    """Remove the similarity report in ``out``, if any: its page, CSV, settings and pair pages."""
-    for stale in (out / SIMILARITY_PAGE, out / CSV, out / SETTINGS, *(out / PAIRS_DIR).glob("*.html")):
-        stale.unlink(missing_ok=True)
+    """Remove the similarity report in ``out``, if any: its page, CSVs, settings and pair pages."""
+    stale = (out / SIMILARITY_PAGE, out / CSV, out / CLUSTERS_CSV, out / SETTINGS)
+    for path in (*stale, *(out / PAIRS_DIR).glob("*.html")):
+        path.unlink(missing_ok=True)
 
 
-def _settings(out: Path) -> tuple[Path, float] | None:
-    """The submissions folder and threshold the report in ``out`` was made with; None without ``SETTINGS``."""
+def _settings(out: Path) -> Settings | None:
+    """What the report in ``out`` was made with; None without ``SETTINGS``."""
     path = out / SETTINGS
-    if not path.is_file():
-        return None
-    settings = json.loads(path.read_text())
-    return Path(settings["submissions"]), float(settings["threshold"])
+    return Settings.from_json(path.read_text()) if path.is_file() else None
 
 
 def record_submissions(grades: Path, submissions: Path) -> None:
     """Remember, in the batch's folder, where its submissions are."""
-    (grades / SUBMISSIONS_FILE).write_text(f"{submissions.resolve()}\n")
+    write_atomic(grades / SUBMISSIONS_FILE, f"{submissions.resolve()}\n")
 
 
 def recorded_submissions(grades: Path) -> Path | None:
@@ -153,149 +189,48 @@ def recorded_submissions(grades: Path) -> Path | None:
 
 
 def write_pages(similarity: Similarity, out: Path, name: dict[str, str]) -> Path:
-    """similarity.html, similarity.csv and one page per flagged pair in ``out``; student ids shown as
-    ``name`` maps them."""
+    """similarity.html, the CSVs and one page per flagged pair in ``out``; every side shown as ``name``
+    maps it."""
     flagged = similarity.flagged()
     (out / PAIRS_DIR).mkdir(parents=True, exist_ok=True)
     for old in (out / PAIRS_DIR).glob("*.html"):
         old.unlink()  # a pair flagged last time but not now must not keep its page
+    shown = code_shown(name)
     for pair in flagged:
-        (out / PAIRS_DIR / _pair_page_name(pair, name)).write_text(_pair_page(pair, similarity, name))
-    (out / CSV).write_text(_csv(flagged, name))
+        write_atomic(out / PAIRS_DIR / pair_page_name(pair, name), pair_page(pair, similarity, name, shown))
+    write_csv(out / CSV, _pairs_csv(flagged, similarity, name))
+    write_csv(out / CLUSTERS_CSV, _clusters_csv(similarity.clusters, similarity, name))
     written = out / SIMILARITY_PAGE
-    written.write_text(_class_page(similarity, name))
+    write_atomic(written, class_page(similarity, name))
     return written
 
 
-def _pair_page_name(pair: Pair, name: dict[str, str]) -> str:
-    return f"{slug(name[pair.students[0]])}--{slug(name[pair.students[1]])}.html"
-
-
-def _csv(flagged: list[Pair], name: dict[str, str]) -> str:
-    """One row per flagged pair; the students' names as ``text_cell`` makes them (a folder's name can start
-    like a formula)."""
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(["student_a", "student_b", "score", "share_a", "share_b", "shared_chars", "page"])
+def _pairs_csv(flagged: list[Pair], similarity: Similarity, name: dict[str, str]) -> list[list[str]]:
+    """One row per flagged pair; names as ``text_cell`` makes them (a folder's name can start like a
+    formula); ``source``: what student B is when it is a known source."""
+    rows = [["student_a", "student_b", "score", "share_a", "share_b", "shared_tokens", "source", "page"]]
     for pair in flagged:
-        a, b = (name[s] for s in pair.students)
-        shares = (f"{share:.3f}" for share in pair.shares)
-        page = f"{PAIRS_DIR}/{_pair_page_name(pair, name)}"
-        writer.writerow([text_cell(a), text_cell(b), f"{pair.score:.3f}", *shares, pair.shared, page])
-    return text.getvalue()
+        a, b = (text_cell(name[s]) for s in pair.students)
+        shares = [f"{share:.3f}" for share in pair.shares]
+        kind = similarity.sources.get(pair.students[1])
+        page = f"{PAIRS_DIR}/{pair_page_name(pair, name)}"
+        rows.append([a, b, f"{pair.score:.3f}", *shares, str(pair.shared), kind.value if kind else "", page])
+    return rows
 
 
-# ---------------------------------------------------------------------------------------------------------
-# the class's page
-
-
-def _class_page(similarity: Similarity, name: dict[str, str]) -> str:
-    flagged = similarity.flagged()
-    closest = [p for p in similarity.pairs if p not in flagged][:CLOSEST_SHOWN]
-    rows = [_row(p, name, link=True) for p in flagged]
-    sections = [
-        '<p><a href="index.html">&larr; class report</a></p>',
-        f"<h1>Exercise {escape(similarity.exercise.key)}: similarity</h1>",
-        f'<p class="caution"><strong>{escape(CAUTION)}</strong></p>',
-        _method(similarity),
-        f"<h2>Pairs to look at ({len(flagged)})</h2>",
-        _table(rows) if rows else "<p>No pair reaches the threshold.</p>",
-        "<h2>The closest pairs below the threshold</h2>",
-        _table([_row(p, name, link=False) for p in closest]) if closest else "<p>None.</p>",
-    ]
-    return page(f"Exercise {similarity.exercise.key}: similarity", sections, MARK_STYLE)
-
-
-def _method(similarity: Similarity) -> str:
-    boilerplate = ", ".join(f"<code>{escape(b)}</code>" for b in similarity.boilerplate)
-    return (
-        f"<p>{len(similarity.students)} students' editable files "
-        f"({escape(', '.join(similarity.exercise.files))}) were compared pairwise, file by file, with "
-        "copydetect: code is tokenized and normalized (names, strings, comments and layout do not count), "
-        f"then fingerprinted by winnowing over runs of {NOISE} normalized characters. What the course hands "
-        f"out never counts ({boilerplate}), nor what more than half of the class (at least {COMMON_MIN} "
-        "students) wrote alike. A pair's score is the share of the two students' own code, taken together, "
-        "that the other one also has; each student's share of their own code found in the other's is "
-        "beside it. A pair is listed when its score is at least "
-        f"{similarity.threshold:g} (<code>--threshold</code>; default {DEFAULT_THRESHOLD:g}) and it shares "
-        f"at least {MIN_SHARED} normalized characters, about a dozen lines.</p>"
-    )
-
-
-def _row(pair: Pair, name: dict[str, str], *, link: bool) -> list[str]:
-    a, b = (escape(name[s]) for s in pair.students)
-    page = f'<a href="{PAIRS_DIR}/{_pair_page_name(pair, name)}">side by side</a>' if link else ""
-    shares = (f"{100 * share:.0f}%" for share in pair.shares)
-    return [a, b, f"{100 * pair.score:.0f}%", *shares, str(pair.shared), page]
-
-
-def _table(rows: list[list[str]]) -> str:
-    headings = ["student A", "student B", "score", "A's code in B", "B's code in A", "shared chars", ""]
-    head = "".join(f"<th>{escape(h)}</th>" for h in headings)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>\n" for row in rows)
-    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>'
-
-
-# ---------------------------------------------------------------------------------------------------------
-# a pair's page: each file side by side, matching code marked
-
-
-def _pair_page(pair: Pair, similarity: Similarity, name: dict[str, str]) -> str:
-    a, b = (name[s] for s in pair.students)
-    sections = [
-        f'<p><a href="../{SIMILARITY_PAGE}">&larr; similarity</a></p>',
-        f"<h1>{escape(a)} and {escape(b)}: exercise {escape(similarity.exercise.key)}</h1>",
-        f'<p class="caution"><strong>{escape(CAUTION)}</strong></p>',
-        f"<p>Score {100 * pair.score:.0f}% of their own code in common: {100 * pair.shares[0]:.0f}% of "
-        f"{escape(a)}'s is found in {escape(b)}'s, {100 * pair.shares[1]:.0f}% of {escape(b)}'s in "
-        f"{escape(a)}'s. Marked: the code both have, once the course's own code and what most of the class "
-        "wrote alike are left out.</p>",
-    ]
-    shown = _shown(name)
-    for match in pair.files:
-        sections.append(f"<h2>{escape(match.name)}</h2>")
-        code = [_marked(match, side, similarity, shown) for side in (0, 1)]
-        columns = "".join(
-            f"<div><h3>{escape(who)}</h3><pre>{text}</pre></div>"
-            for who, text in zip((a, b), code, strict=True)
-        )
-        sections.append(f'<div class="sides">{columns}</div>')
-    return page(f"{a} and {b}: exercise {similarity.exercise.key}", sections, MARK_STYLE)
-
-
-def _marked(match: FileMatch, side: int, similarity: Similarity, shown: Callable[[str], str]) -> str:
-    """One side's text, as ``shown`` makes it, the code it shares with the other side in <mark> (not the
-    given lines a match runs over)."""
-    text, cursor, pieces = match.texts[side], 0, []
-    for start, end in _spans(text, match.regions[side], similarity.given_lines):
-        pieces.append(shown(text[cursor:start]))
-        pieces.append(f"<mark>{shown(text[start:end])}</mark>")
-        cursor = end
-    pieces.append(shown(text[cursor:]))
-    return "".join(pieces)
-
-
-def _spans(text: str, regions: tuple[tuple[int, int], ...], given: frozenset[str]) -> list[tuple[int, int]]:
-    """The parts of ``regions`` to mark, line by line, in order: not blank lines, not given lines."""
-    spans: list[tuple[int, int]] = []
-    start_of_line = 0
-    for line in text.splitlines(keepends=True):
-        end_of_line = start_of_line + len(line.rstrip("\r\n"))
-        if line.strip() and line.strip() not in given:
-            for start, end in regions:
-                first, last = max(start, start_of_line), min(end, end_of_line)
-                if first < last and (not spans or first >= spans[-1][1]):
-                    spans.append((first, last))
-        start_of_line += len(line)
-    return spans
-
-
-def _shown(name: dict[str, str]) -> Callable[[str], str]:
-    """What shows a text on a pair's page: HTML-escaped, every id of the class in it (a comment may hold
-    any) replaced as ``name`` says, whole, wherever no word character is on either side of it; in one
-    pass, the longest first (so that ``ann`` takes nothing of ``ann-marie``)."""
-    renamed = sorted((s for s in name if name[s] != s), key=len, reverse=True)
-    if not renamed:
-        return escape
-    ids = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, renamed))})(?!\w)")
-    return lambda text: escape(ids.sub(lambda found: name[found[0]], text))
+def _clusters_csv(
+    clusters: tuple[Cluster, ...], similarity: Similarity, name: dict[str, str]
+) -> list[list[str]]:
+    """One row per cluster, largest first: its students and known sources (``; `` between them), its
+    strongest pair, the share of code its students hold together, its flagged pairs."""
+    rows = [["cluster", "size", "students", "sources", "reference", "strongest_a", "strongest_b"]]
+    rows[0] += ["strongest_score", "held_together", "pairs"]
+    for number, cluster in enumerate(clusters, start=1):
+        students = text_cell("; ".join(name[s] for s in cluster.students))
+        sources = text_cell("; ".join(name[s] for s in cluster.sources))
+        reference = "yes" if similarity.reference() in cluster.sources else "no"
+        a, b = (text_cell(name[s]) for s in cluster.strongest.students)
+        strongest = f"{cluster.strongest.score:.3f}"
+        rows.append([str(number), str(len(cluster.members)), students, sources, reference, a, b, strongest])
+        rows[-1] += [f"{cluster.together:.3f}", str(cluster.pairs)]
+    return rows

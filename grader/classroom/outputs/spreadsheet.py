@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from grader.core.atomic import write_atomic
 from grader.core.errors import UsageError
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -78,22 +77,9 @@ def csv_text(rows: Iterable[Sequence[str]]) -> str:
 
 
 def write_csv(path: Path, rows: Iterable[Sequence[str]]) -> None:
-    """Write ``rows`` to ``path`` atomically: a crash or a full disk leaves the old file or the new one."""
-    write_atomically(path, csv_text(rows))
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file in the same folder, then ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``rows`` to ``path`` atomically (``grader.core.atomic``): a crash or a full disk leaves the old
+    file or the new one; ``EnvironmentFailure`` naming ``path`` when the machine refuses the write."""
+    write_atomic(path, csv_text(rows))
 
 
 def read_csv(path: Path) -> list[list[str]]:

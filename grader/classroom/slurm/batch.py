@@ -46,5 +46,5 @@ def slurm_dry_run(
     in a temporary folder, to key them)."""
     store = RecordStore(pool.out / "records", sweep=False)
     with tempfile.TemporaryDirectory(prefix="distgpu-dry-run-") as staged:
-        klass = class_to_grade(plan, submissions, store, Path(staged))
+        klass, _reference = class_to_grade(plan, submissions, store, Path(staged))
         return slurm.dry_run(plan, pool, batch_todo(klass, regrade=regrade, late=late))

@@ -40,6 +40,7 @@ from grader.classroom.slurm.queue import TaskEnd, queue_summary, squeue, task_en
 from grader.classroom.slurm.script import render_script, sbatch_line, task_command
 from grader.classroom.slurm.task import read_error, write_manifest
 from grader.classroom.state.records import Record, RecordStore
+from grader.core.atomic import write_atomic
 from grader.core.course import SlurmSettings
 from grader.core.errors import EnvironmentFailure
 from grader.core.results import ExerciseResult, Status
@@ -84,8 +85,8 @@ class SlurmPool:
             command = gradeone_command(plan, None, label, None, result)
             name = f"grade-{plan.exercise.dirname}-reference"
             log = folder / "logs" / "reference.out"
-            script.write_text(
-                render_script(plan, self.settings, name=name, log=log, gradings=1, command=command)
+            write_atomic(
+                script, render_script(plan, self.settings, name=name, log=log, gradings=1, command=command)
             )
             job = self._submit(script, None)
             ends = self._follow(job, "reference")
@@ -171,8 +172,8 @@ class SlurmPool:
         name = f"grade-{plan.exercise.dirname}"
         command = task_command(manifest)
         gradings = self.settings.per_task
-        script.write_text(
-            render_script(plan, self.settings, name=name, log=log, gradings=gradings, command=command)
+        write_atomic(
+            script, render_script(plan, self.settings, name=name, log=log, gradings=gradings, command=command)
         )
         array = f"0-{len(slices) - 1}" + (f"%{self.throttle}" if self.throttle else "")
         return self._submit(script, array)
@@ -192,7 +193,7 @@ class SlurmPool:
         if done.returncode:
             raise SlurmStopped(f"{shlex.join(command)} failed: {done.stderr.strip()}")
         job = done.stdout.strip().split(";")[0]
-        (script.parent / "job").write_text(job + "\n")  # which Slurm job this round is, for squeue/scancel
+        write_atomic(script.parent / "job", job + "\n")  # which Slurm job this round is, for squeue/scancel
         return job
 
     def _follow(self, job: str, what: str, on_poll: Callable[[], None] = lambda: None) -> dict[int, TaskEnd]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from grader.classroom.batch import BatchPlan, PendingGrade
 from grader.classroom.grading_process import grade_in_process
 from grader.classroom.state.records import Record, RecordStore
+from grader.core.atomic import write_atomic
 from grader.core.course import load_course
 from grader.core.results import ExerciseResult, Status
 
@@ -43,7 +44,7 @@ def write_manifest(folder: Path, plan: BatchPlan, records: Path, slices: list[li
         "tasks": tasks,
     }
     path = folder / "manifest.json"
-    path.write_text(json.dumps(spec, indent=1))
+    write_atomic(path, json.dumps(spec, indent=1))
     return path
 
 
@@ -77,8 +78,7 @@ def run_task(manifest: Path, index: int) -> int:
         print(f"{item['student']}: {result.verdict} {result.score:g}/{result.max_score:g}", flush=True)
         if result.verdict is Status.ERROR:  # no grade: the driver reports it, the next run retries it
             error = Path(spec["errors"]) / f"{item['student']}.json"
-            error.with_suffix(".tmp").write_text(json.dumps(result.to_dict()))
-            error.with_suffix(".tmp").replace(error)
+            write_atomic(error, json.dumps(result.to_dict()))
         else:
             store.put(Record(item["student"], item["key"], result, item["submitted"], item.get("files", {})))
     return 0

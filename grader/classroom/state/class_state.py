@@ -11,7 +11,8 @@ In the batch's folder ``OUT``:
   copy (``Member.folder``). It lives while the batch runs (on the shared folder, for Slurm's nodes).
 - ``OUT/records/<student>.json``: the class's records (``grader.classroom.state.records``).
 - ``OUT/set-aside/<student>.json``: the record of a student whose submission is gone, moved aside by
-  ``set_aside_absent`` and never deleted. Such a student is in none of the batch's outputs.
+  ``set_aside_absent`` and never deleted. Such a student is in none of the batch's outputs. A student who
+  comes back is graded again (their set-aside record stays until they are set aside once more).
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ class ClassState:
     members: tuple[Member, ...]
     absent: tuple[str, ...]
     """Students with a record in ``OUT/records`` and no submission in the folder any more."""
+    gone: tuple[str, ...]
+    """Every student this batch's folder has graded whose submission is gone: ``absent``, and those whose
+    records an earlier run set aside. The gradebook drops their submission of this exercise (and no one
+    else's: another batch of the same exercise, with another ``OUT``, keeps its students)."""
     stagings: int
     """Uploads staged to build this class: one per member, never more (``grade batch`` says so)."""
 
@@ -101,7 +106,9 @@ def read_class(
     *, exercise: Exercise, submissions: Path, store: RecordStore, staged: Path, suite: str, runner_id: str
 ) -> ClassState:
     """List ``submissions`` (``discover``), stage each upload once into ``staged/<student>`` (emptied
-    first), key it, and read the records in ``store`` once. Writes nothing but ``staged``."""
+    first), key it, and read the records in ``store`` once, and those set aside beside it (a stray file set
+    aside there is not a record of the student its name says, so it names no one). Writes nothing but
+    ``staged``."""
     found = discover(submissions)
     filed = {record.student: record for record in store.all()}
     shutil.rmtree(staged, ignore_errors=True)
@@ -111,23 +118,31 @@ def read_class(
     )
     present = {m.student for m in members}
     absent = tuple(sorted(student for student in filed if student not in present))
-    return ClassState(exercise, submissions, members, absent, stagings=len(members))
+    aside = store.folder.parent / SET_ASIDE_DIR
+    earlier = {r.student for r in RecordStore(aside, sweep=False).all()} if aside.is_dir() else set()
+    gone = tuple(sorted((earlier - present) | set(absent)))
+    return ClassState(exercise, submissions, members, absent, gone, stagings=len(members))
 
 
 def _member(
     upload: Submission, exercise: Exercise, folder: Path, record: Record | None, suite: str, runner_id: str
 ) -> Member:
-    staged = staging.stage(upload.path, exercise.files, folder)
+    if upload.problem is not None:  # known before staging (two uploads of one student): nothing is taken
+        folder.mkdir(parents=True, exist_ok=True)
+        staged = Staged((), (upload.problem,), upload.problem)
+    else:
+        staged = staging.stage(upload.path, exercise.files, folder)
     files = file_hashes(folder, exercise.files)
     return Member(upload, staged, folder, files, record_key(staged, files, suite, runner_id), record)
 
 
-def set_aside_absent(klass: ClassState, store: RecordStore, out: Path) -> list[str]:
-    """Move the record of each student of ``klass.absent`` from ``store`` to ``out/set-aside`` (a rename:
-    kept whole, never deleted); return whom. A record set aside earlier for the same student is replaced."""
+def set_aside_absent(klass: ClassState, store: RecordStore) -> list[str]:
+    """Move the record of each student of ``klass.absent`` from ``store`` to ``set-aside/`` beside it (a
+    rename: kept whole, never deleted); return whom. A record set aside earlier for the same student is
+    replaced."""
     if not klass.absent:
         return []
-    aside = out / SET_ASIDE_DIR
+    aside = store.folder.parent / SET_ASIDE_DIR
     aside.mkdir(exist_ok=True)
     for student in klass.absent:
         os.replace(store.folder / f"{student}.json", aside / f"{student}.json")

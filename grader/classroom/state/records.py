@@ -5,7 +5,9 @@ verdict (valid, or invalid for which ``Reason``), the suite (references, hidden 
 programs, the exercise's course.yml entry), the runner (the image id for Docker) and ``SCORING_VERSION``.
 A record with the current key is never graded again; any change to one of those makes it stale. The wording
 of a note and the package's version are not in it: rewording a message or releasing the grader regrades
-no one.
+no one. A record names its student inside, and the reader compares that name with the file's: a record
+copied or renamed over another student's is not trusted, and a batch sets it aside and grades that student
+again.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader.core.atomic import sweep_temporaries, write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.results import ExerciseResult
 from grader.core.submission import Staged
@@ -67,29 +69,32 @@ def reference_key(suite: str, runner_id: str) -> str:
     return hashlib.sha256(f"{SCORING_VERSION}\n{suite}\n{runner_id}\n".encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class SetAside:
+    """A file in the records folder that is not the record its name promises, moved out of the way."""
+
+    name: str
+    """The file's name in the records folder (``s03.json``)."""
+    reason: str
+    moved_to: Path
+
+
 class RecordStore:
-    """``folder/<student>.json``; a write is a rename of a fully written file, so a kill loses nothing."""
+    """``folder/<student>.json``; a write is a rename of a fully written file, so a kill loses nothing. A
+    record names its student inside: one found under another student's name is not theirs."""
 
     def __init__(self, folder: Path, *, sweep: bool = True) -> None:
-        """``sweep``: delete partial writes left by a kill. Off where other writers may be mid-write (the
-        tasks of a Slurm array share one folder)."""
+        """``sweep``: remove the partial writes that dead processes of this host left (a live writer's,
+        such as a Slurm task's, are never touched); off for a reader."""
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        for partial in folder.glob(".*.tmp") if sweep else ():  # a write cut short by a kill: never recorded
-            partial.unlink(missing_ok=True)
+        if sweep:
+            sweep_temporaries(folder)
 
     def get(self, student: str) -> Record | None:
-        try:
-            data = json.loads((self.folder / f"{student}.json").read_text())
-            return Record(
-                data["student"],
-                data["key"],
-                ExerciseResult.from_dict(data["result"]),
-                data["submitted"],
-                data.get("files", {}),
-            )
-        except (OSError, ValueError, KeyError):
-            return None
+        """``student``'s record; None when there is none, or when the file is not one (it does not parse,
+        or it names another student)."""
+        return _checked(self.folder / f"{student}.json")[0]
 
     def put(self, record: Record) -> None:
         data: dict[str, Any] = {
@@ -99,13 +104,49 @@ class RecordStore:
             "files": record.files,
             "result": record.result.to_dict(),
         }
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=f".{record.student}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.folder / f"{record.student}.json")
+        write_atomic(self.folder / f"{record.student}.json", json.dumps(data))
 
     def all(self) -> list[Record]:
         records = (self.get(p.stem) for p in sorted(self.folder.glob("*.json")))
         return [r for r in records if r is not None]
+
+    def set_aside_strays(self, aside: Path) -> list[SetAside]:
+        """Move each file that is not the record its name promises into ``aside``, as ``stray-<name>``
+        (never deleted: it may be the only copy of something), so that its student is graded again; what
+        was moved, and why."""
+        moved = []
+        for path in sorted(self.folder.glob("*.json")):
+            reason = _checked(path)[1]
+            if reason is None:
+                continue
+            target = _free_name(aside / f"stray-{path.name}")
+            aside.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+            moved.append(SetAside(path.name, reason, target))
+        return moved
+
+
+def _checked(path: Path) -> tuple[Record | None, str | None]:
+    """The record in ``path``, or None and why it is not one (None, None when there is no file)."""
+    try:
+        data = json.loads(path.read_text())
+        record = Record(
+            data["student"],
+            data["key"],
+            ExerciseResult.from_dict(data["result"]),
+            data["submitted"],
+            data.get("files", {}),
+        )
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"not a readable record ({type(exc).__name__}: {exc})"
+    if record.student != path.stem:
+        return None, f"it holds the record of {record.student!r}, not of {path.stem!r}"
+    return record, None
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``path`` with ``.1``, ``.2``... added when that name is taken."""
+    candidates = (path.with_name(f"{path.name}.{n}") if n else path for n in range(1_000_000))
+    return next(p for p in candidates if not p.exists())
