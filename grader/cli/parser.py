@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grader.cli import authoring, classroom, learner
+from grader.cli import authoring, class_reports, classroom, learner
 from grader.cli.common import EXAMPLES, Subcommands, find_course
 from grader.core.course import load_course
 from grader.core.errors import UsageError
@@ -25,8 +25,8 @@ SUBCOMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     authoring.add_stubs,
     classroom.add_batch,
     classroom.add_export,
-    classroom.add_report,
-    classroom.add_similarity,
+    class_reports.add_report,
+    class_reports.add_similarity,
     authoring.add_release,
     authoring.add_gradescope,
     authoring.add_prairielearn,
