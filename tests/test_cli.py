@@ -105,7 +105,6 @@ def test_flags_are_frozen() -> None:
         "check": ["--backend", "--device", "--help", "-h"],
         "validate": [
             "--backend",
-            "--contracts",
             "--corpus",
             "--device",
             "--help",
