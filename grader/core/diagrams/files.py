@@ -8,11 +8,10 @@ shows a diagram of a test that passes now. Pages are written in test order until
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core.atomic import write_atomic
 from grader.core.diagrams.chrome import chrome_trace
 from grader.core.diagrams.page import html_page
 from grader.core.timeline import Timeline
@@ -52,21 +51,13 @@ def write_diagrams(
             written.left_out.append(timeline.test)
             continue
         used += len(page)
-        written.pages.append(write_atomically(folder / f"{file_stem(timeline)}.html", page))
+        written.pages.append(_written(folder / f"{file_stem(timeline)}.html", page))
         if traces:
             data = json.dumps(chrome_trace(timeline)).encode()
-            written.traces.append(write_atomically(folder / f"{file_stem(timeline)}{TRACE_SUFFIX}", data))
+            written.traces.append(_written(folder / f"{file_stem(timeline)}{TRACE_SUFFIX}", data))
     return written
 
 
-def write_atomically(path: Path, data: bytes) -> Path:
-    """``data`` into ``path`` by way of a temporary file beside it: a crash leaves the old file or the new."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _written(path: Path, data: bytes) -> Path:
+    write_atomic(path, data)  # a crash leaves the old file or the new, never half
     return path
