@@ -3,6 +3,7 @@ batch whose report names the most-missed concept, a planted broken test, a hang,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import statistics
@@ -347,3 +348,30 @@ def _class(folder: Path) -> Path:
     for student in ("hana", "cyrus"):
         (folder / student / "timestamp.txt").write_text("2026-12-01T11:00:00+00:00\n")
     return folder
+
+
+def test_a_students_diagrams_sit_beside_their_page_under_their_pseudonym_and_go_when_switched_off(
+    grades: Path, tmp_path: Path
+) -> None:
+    from grader.core.timeline import Call, Group, Timeline
+
+    store = RecordStore(grades / "records")
+    record = store.get("s_25")
+    assert record is not None
+    calls = tuple(Call(r, 0, "recv", 1 - r, None, 16, 0, "0", 0.001 * r, None) for r in (0, 1))
+    hang = Timeline(
+        test="test_steps[2ranks]", number="1.2", part="01.ring", concept="steps", world_size=2,
+        status="timeout", verdict="timed out: s_25's ranks", calls=calls, groups=(Group("0", (0, 1)),),
+        stuck=((0, "blocked in dist.recv"), (1, "blocked in dist.recv")),
+    )  # fmt: skip
+    store.put(dataclasses.replace(record, result=dataclasses.replace(record.result, timelines=(hang,))))
+    plain = write_report(grades, tmp_path / "plain").parent / "students"
+    [page] = (plain / "s_25" / "diagrams").glob("*.html")
+    assert 'href="s_25/diagrams/1.2-test_steps-2ranks.html"' in (plain / "s_25.html").read_text()
+    assert "rank 0 waits for rank 1, which waits for rank 0" in page.read_text()
+    hidden = write_report(grades, tmp_path / "anon", anonymize=True).parent / "students"
+    [anonymous] = [p for p in hidden.iterdir() if p.is_dir()]
+    assert "s_25" not in anonymous.name and "s_25" not in next(anonymous.glob("diagrams/*.html")).read_text()
+    write_report(grades, tmp_path / "plain", diagrams=False)
+    assert not list((plain / "s_25" / "diagrams").glob("*.html"))
+    assert "diagrams are off" in (plain / "s_25.html").read_text()

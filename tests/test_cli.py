@@ -121,7 +121,9 @@ def test_flags_are_frozen() -> None:
             "--backend",
             "--device",
             "--dry-run",
+            "--due",
             "--exercise",
+            "--from",
             "--gradebook",
             "--help",
             "--late",
@@ -203,7 +205,7 @@ def test_doctor_reports_each_part_and_what_it_enables(capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["batch", "{tmp}/nowhere"], "nowhere: no such folder of submissions"),
+        (["batch", "{tmp}/nowhere"], "nowhere: no such folder or archive of submissions"),
         (["batch", "{tmp}/subs", "--workers", "0"], "--workers must be at least 1, got 0"),
         (["batch", "{tmp}/subs", "--workers", "-3"], "--workers must be at least 1, got -3"),
         (["batch", "{tmp}/subs", "--regrade", "zoe"], "--regrade: no submission for zoe in"),

@@ -146,7 +146,9 @@ def test_scaling_book_collectives() -> None:
 
 
 def test_budget_ships_no_formula() -> None:
-    public = {name for name in vars(coursekit.budget) if not name.startswith("_")} - {"annotations"}
+    # "@py_builtins" and "@pytest_ar": pytest rewrites the asserts of a pytest11 plugin's distribution
+    # (ours, grader.learner.pytest_plugin), coursekit included
+    public = {name for name in vars(coursekit.budget) if not name.startswith(("_", "@"))} - {"annotations"}
     assert public == {"MFU", "USABLE_MEMORY_FRACTION", "RECOMPUTE"}, public
     assert not [name for name in public if callable(getattr(coursekit.budget, name))]
 

@@ -22,7 +22,7 @@ from grader.core.diagrams.matching import blocked, collectives, messages
 from grader.core.diagrams.page import html_page
 from grader.core.results import ExerciseResult
 from grader.core.timeline import Call, Group, Timeline
-from grader.harness.flight import MAX_CALLS_PER_TEST, FlightLog, read_flight
+from grader.harness.flight import FLIGHT_BYTES, MAX_CALLS_PER_TEST, FlightLog, read_flight
 from grader.harness.patterns import first_departure, from_root, pairwise, ring, to_root
 from grader.learner.diagrams import TEXT_MAX_LINES, text_diagram
 
@@ -205,17 +205,24 @@ def test_a_collective_a_member_never_called_is_named() -> None:
 # the flight file
 
 
+def flight_log(path: Path, world_size: int) -> FlightLog:
+    log = FlightLog()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    log.open(fd)
+    os.close(fd)
+    log.reset(world_size)
+    return log
+
+
 def test_the_flight_file_round_trips_and_skips_what_student_code_scribbled(tmp_path: Path) -> None:
     path = tmp_path / "rank0.flight"
-    log = FlightLog(fd=os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
-    log.reset(world_size=2)
+    log = flight_log(path, world_size=2)
     first = log.begin("isend", peer=1, group_peer=1, nbytes=16, tag=0, group=("0", (0, 1)))
     log.end(first, ok=True)
-    os.write(log.fd, b'not json\n["b", "x"]\n["e", 99, 1.0, true, null]\n["g", "<bad>", "no"]\n')  # type: ignore[arg-type]
+    log._write('not json\n["b", "x"]\n["e", 99, 1.0, true, null]\n["g", "<bad>", "no"]\n')  # as if forged
     second = log.begin("recv", peer=None, group_peer=None, nbytes=16, tag=0, group=("0", (0, 1)))
     log.end(second, ok=False, peer=1)  # a receive from any source learns its sender when it returns
-    os.close(log.fd)  # type: ignore[arg-type]
-    flight = read_flight(path.read_text())
+    flight = read_flight(path.read_text())  # read while the rank still has it mapped, as the judge does
     assert [c["op"] for c in flight.calls] == ["isend", "recv"]
     assert flight.calls[1]["peer"] == 1 and flight.calls[1]["ok"] is False
     assert flight.groups == {"0": (0, 1)} and not flight.truncated
@@ -223,14 +230,22 @@ def test_the_flight_file_round_trips_and_skips_what_student_code_scribbled(tmp_p
 
 def test_a_rank_records_its_share_of_the_cap_then_marks_the_truncation(tmp_path: Path) -> None:
     path = tmp_path / "rank0.flight"
-    log = FlightLog(fd=os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
-    log.reset(world_size=MAX_CALLS_PER_TEST // 2)  # a share of 2 calls
+    log = flight_log(path, world_size=MAX_CALLS_PER_TEST // 2)  # a share of 2 calls
     for _ in range(5):
         log.end(log.begin("send", peer=1, group_peer=1, nbytes=4, tag=0, group=("0", (0, 1))), ok=True)
     flight = read_flight(path.read_text())
     assert len(flight.calls) == 2 and flight.truncated
-    log.reset(world_size=2)  # the next task starts from an empty file
-    assert path.read_text() == ""
+    log.reset(world_size=2)  # the next task starts from an empty text
+    assert read_flight(path.read_text()).calls == []
+
+
+def test_a_full_flight_file_stops_recording_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "rank0.flight"
+    log = flight_log(path, world_size=2)
+    log._write("x" * (FLIGHT_BYTES - 40) + "\n")  # room for no call line
+    log.end(log.begin("send", peer=1, group_peer=1, nbytes=4, tag=0, group=("0", (0, 1))), ok=True)
+    flight = read_flight(path.read_text())
+    assert flight.calls == [] and flight.truncated and path.stat().st_size == FLIGHT_BYTES
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_canvas_ids_names_late_flags_and_files(toy_course: Course, tmp_path: Pat
     assert intake.leftovers == ()
     assert {p for p in files_under(tmp_path) if not p.startswith("out/")} == {"canvas.zip"}  # only in --out
     late = next(s for s in discover(intake.folder) if s.student == "23456")
-    assert late.platform == "canvas" and "the platform marks this submission late" in late.notes
+    assert late.platform == "canvas" and late.notes == ("Canvas marks this submission LATE",)
 
 
 def test_canvas_names_that_end_in_digits_follow_canvas_unless_a_roster_knows_better() -> None:

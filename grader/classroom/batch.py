@@ -39,13 +39,16 @@ class BatchPlan:
     """One entry per worker: the GPU ids it owns ("0,1"), or None on CPU. No two workers share a GPU."""
 
 
-def check_request(folder: Path, *, workers: int | None, regrade: list[str]) -> list[Submission]:
+def check_request(folder: Path | None, *, workers: int | None, regrade: list[str]) -> list[Submission]:
     """The submissions in ``folder``, once the request makes sense; ``UsageError`` (one line) otherwise:
-    a usage error must stop the batch before anything is graded."""
-    if not folder.is_dir():
+    a usage error must stop the batch before anything is graded. ``folder`` None: the uploads are not
+    written yet (a platform's download, read under the batch's lock), so only the options are checked."""
+    if folder is not None and not folder.is_dir():
         raise UsageError(f"{folder}: no such folder of submissions")
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be at least 1, got {workers}")
+    if folder is None:
+        return []
     found = discover(folder)
     unknown = sorted(set(regrade) - {s.student for s in found})
     if unknown:
@@ -142,8 +145,9 @@ class PendingGrade:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """What staging said of the upload, for the student (``GradeJob.staging_notes``)."""
-        return tuple(self.member.staged.texts)
+        """What the intake (a platform's late flag) and staging said of the upload, for the student
+        (``GradeJob.staging_notes``)."""
+        return (*self.member.submission.notes, *self.member.staged.texts)
 
 
 class BatchPool(Protocol):

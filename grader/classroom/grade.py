@@ -32,7 +32,7 @@ from grader.classroom.state.class_state import (
     read_class,
     set_aside_absent,
 )
-from grader.classroom.state.gradebook import open_gradebook, remove_submissions
+from grader.classroom.state.gradebook import StudentInfo, open_gradebook, remove_submissions
 from grader.classroom.state.gradebook import record as record_grade
 from grader.classroom.state.records import Record, RecordStore, SetAside, reference_key, suite_hash
 from grader.core.course import Course
@@ -156,7 +156,9 @@ def class_to_grade(
 
 
 def _submitted(submission: Submission, late: bool) -> str | None:
-    return submission.submitted.isoformat() if late and submission.submitted else None
+    """The submission time to record: with ``--late``, or whenever the platform gave it (Gradescope)."""
+    given = late or submission.platform != "folders"
+    return submission.submitted.isoformat() if given and submission.submitted else None
 
 
 def batch_deadline(course: Course, grades: Path) -> dt.datetime | None:
@@ -231,16 +233,21 @@ def _write_gradebook(plan: BatchPlan, klass: ClassState, reference: ExerciseResu
         batch_transaction(opened, plan.exercise.dirname) as gradebook,
     ):
         remove_submissions(gradebook, plan.exercise, klass.gone)
-        for record in klass.records:
-            submitted = dt.datetime.fromisoformat(record.submitted) if record.submitted else None
+        for member in klass.members:
+            if member.record is None:
+                continue
+            submitted = (
+                dt.datetime.fromisoformat(member.record.submitted) if member.record.submitted else None
+            )
             record_grade(
                 gradebook,
                 exercise=plan.exercise,
                 cells=list(reference.tests),
-                student=record.student,
-                result=record.result,
+                student=member.student,
+                result=member.record.result,
                 submitted=_naive_utc(submitted),
                 duedate=_naive_utc(deadline),
+                who=StudentInfo(member.submission.name, member.submission.platform, member.submission.late),
             )
 
 

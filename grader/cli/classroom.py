@@ -8,6 +8,8 @@ the classroom package themselves: a student's ``grade exercise`` never loads it.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,7 @@ from grader.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from grader.classroom.batch import BatchPlan
+    from grader.classroom.intake.platforms import Intake
     from grader.classroom.outputs.lms import Grades
     from grader.classroom.slurm.driver import SlurmPool
 
@@ -30,8 +33,25 @@ def add_batch(commands: Subcommands) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    batch.add_argument("submissions", type=Path, help="a folder of per-student folders or zips, named by id")
+    batch.add_argument(
+        "submissions",
+        type=Path,
+        help="a folder of uploads named by student id, or a platform's download: Canvas's, Moodle's or "
+        "Gradescope's zip (or its folder, unzipped), or the folder `gh classroom clone student-repos` makes",
+    )
     batch.add_argument("--exercise", required=True, help="number or slug")
+    batch.add_argument(
+        "--from",
+        dest="platform",
+        choices=("canvas", "moodle", "gradescope", "classroom", "folders"),
+        help="whose download SUBMISSIONS is (default: detected, and said in the first line)",
+    )
+    batch.add_argument(
+        "--due",
+        type=_moment,
+        metavar="ISO-8601",
+        help="Gradescope: the deadline its submission times are compared with for the late flag",
+    )
     batch.add_argument("--workers", type=int, help="gradings at a time (default: from cores and GPUs)")
     batch.add_argument("--out", type=Path, help="where records and reports go (default: grades/NN_slug)")
     batch.add_argument("--regrade", action="append", default=[], metavar="STUDENT", help="grade again")
@@ -81,7 +101,8 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
 
     exercise = course.find(args.exercise)
     out = args.out or Path("grades") / exercise.dirname
-    check_request(args.submissions, workers=args.workers, regrade=args.regrade)
+    plain = _platform(args) == "folders"  # a platform's download is read into OUT under the batch's lock
+    check_request(args.submissions if plain else None, workers=args.workers, regrade=args.regrade)
     if args.backend == "slurm":
         return _batch_on_slurm(args, course, exercise, out, console)
     given = [f for f in ("partition", "account", "qos", "sbatch_arg", "dry_run") if getattr(args, f)]
@@ -96,6 +117,39 @@ def cmd_batch(args: argparse.Namespace, course: Course, console: Console) -> int
     )
     _grade_batch(args, course, plan, out, console)
     return ExitCode.OK
+
+
+def _platform(args: argparse.Namespace) -> str:
+    """Whose download SUBMISSIONS is: ``--from``, else detected (reading it, writing nothing)."""
+    from grader.classroom.intake.platforms import detect
+
+    if not args.submissions.exists():
+        raise UsageError(f"{args.submissions}: no such folder or archive of submissions")
+    return str(args.platform or detect(args.submissions))
+
+
+def _intake(args: argparse.Namespace, course: Course, exercise: Exercise, out: Path) -> Intake:
+    """The uploads to grade as the platform handed them over, in OUT/.intake for a platform's download;
+    called under OUT's batch lock, and the request checked again against them (``--regrade``'s names)."""
+    from grader.classroom.batch import check_request
+    from grader.classroom.intake.platforms import read_submissions
+
+    intake = read_submissions(
+        args.submissions, course=course, exercise=exercise, out=out, platform=args.platform, due=args.due
+    )
+    check_request(intake.folder, workers=args.workers, regrade=args.regrade)
+    return intake
+
+
+def _moment(text: str) -> dt.datetime:
+    """``--due``: an ISO 8601 time; without a zone, UTC."""
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not an ISO 8601 time: {text!r} (e.g. 2026-03-01T23:59-08:00)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 def _batch_on_slurm(
@@ -117,14 +171,26 @@ def _batch_on_slurm(
         throttle=args.workers,
     )
     if args.dry_run:
-        script = slurm_dry_run(
-            plan=plan, pool=pool, submissions=args.submissions, regrade=args.regrade, late=args.late
-        )
+        with _locked(args, out, console):
+            intake = _intake(args, course, exercise, out)
+            script = slurm_dry_run(
+                plan=plan, pool=pool, submissions=intake.folder, regrade=args.regrade, late=args.late
+            )
         console.print(script, markup=False, highlight=False, soft_wrap=True)
         return ExitCode.OK
     console.print(f"student code runs on the cluster's nodes ({pool.settings.runner} runner)", soft_wrap=True)
     _grade_batch(args, course, plan, out, console, pool)
     return ExitCode.OK
+
+
+def _locked(args: argparse.Namespace, out: Path, console: Console) -> AbstractContextManager[None]:
+    """``out``'s batch lock (``--wait``: queue behind the run that holds it, saying whom for)."""
+    from grader.classroom.state.lock import batch_lock
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    return batch_lock(out, wait=args.wait, on_wait=say)
 
 
 def _grade_batch(
@@ -136,33 +202,34 @@ def _grade_batch(
     pool: SlurmPool | None = None,
 ) -> None:
     """``batch_grade`` under a progress bar (which also shows the Slurm queue), holding ``out``'s batch lock
-    (``--wait``: queue behind the run that holds it), then the batch's report and its warning, if any."""
+    from the intake of the submissions on, then the batch's report, what of the submissions is in no upload,
+    and its warning, if any."""
     from grader.classroom.grade import batch_grade
     from grader.classroom.state.gradebook import default_url
-    from grader.classroom.state.lock import batch_lock
-    from grader.cli.views import BatchProgressView, batch_report
-
-    def say(line: str) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    from grader.cli.views import BatchProgressView, batch_report, intake_report
 
     progress = BatchProgressView(console)
     if pool is not None:
         pool.on_queue = progress.note
-    with batch_lock(out, wait=args.wait, on_wait=say), progress:
-        outcome = batch_grade(
-            plan=plan,
-            submissions=args.submissions,
-            out=out,
-            regrade=args.regrade,
-            gradebook_url=args.gradebook or default_url(course),
-            late=args.late,
-            on_start=progress.start,
-            on_result=progress.advance,
-            pool=pool,
-            shuffle=args.shuffle,
-            diagrams=not args.no_diagram,
-        )
+    with _locked(args, out, console):
+        intake = _intake(args, course, plan.exercise, out)
+        console.print(intake.detected, markup=False, highlight=False, soft_wrap=True)
+        with progress:
+            outcome = batch_grade(
+                plan=plan,
+                submissions=intake.folder,
+                out=out,
+                regrade=args.regrade,
+                gradebook_url=args.gradebook or default_url(course),
+                late=args.late,
+                on_start=progress.start,
+                on_result=progress.advance,
+                pool=pool,
+                shuffle=args.shuffle,
+                diagrams=not args.no_diagram,
+            )
     batch_report(outcome, console)
+    intake_report(intake, out, console)
     if outcome.warning:
         console.print(outcome.warning, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
 

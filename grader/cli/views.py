@@ -6,11 +6,14 @@ Slurm pool's ``on_queue``); the bar that listens to them is the command line's.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
 
 from rich.console import Console
 
 from grader.classroom.grade import BatchOutcome
+from grader.classroom.intake.discovery import hidden_entries
+from grader.classroom.intake.platforms import LEFTOVERS, Intake
 from grader.classroom.outputs.batch_files import batch_summary
 from grader.classroom.state.class_state import SET_ASIDE_DIR
 from grader.core.results import ExerciseResult, Status
@@ -91,4 +94,19 @@ def batch_report(outcome: BatchOutcome, console: Console) -> None:
         flagged = len(pairs.read_text().splitlines()) - 1
         page = pairs.with_suffix(".html")
         line = f"similar pairs to look at (a reason to look, never a verdict): {flagged}, in {page}"
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def intake_report(intake: Intake, out: Path, console: Console) -> None:
+    """What of the submissions is in no upload: a plain folder's hidden entries, a platform download's
+    members that no upload took (each named, with why, in ``OUT/intake.txt``)."""
+    said = []
+    if intake.platform == "folders":
+        hidden = hidden_entries(intake.folder)
+        said += [f"hidden entries, no one's upload: {', '.join(hidden)}"] if hidden else []
+    elif intake.leftovers:
+        first = ", ".join(member for member, _ in intake.leftovers[:3])
+        more = f" and {len(intake.leftovers) - 3} more" if len(intake.leftovers) > 3 else ""
+        said.append(f"in no upload: {first}{more} (each with why in {out / LEFTOVERS})")
+    for line in said:
         console.print(line, soft_wrap=True, markup=False, highlight=False)

@@ -7,7 +7,7 @@ every rank did even when a rank hangs and never answers (``LiveRanks.read_flight
 - ``["b", i, op, peer, group_peer, nbytes, tag, group, start, of]``: call ``i`` started (``CALL_FIELDS``);
 - ``["e", i, end, ok, peer]``: call ``i`` returned (``ok`` False: it raised); ``peer``: the sender a receive
   from any source got;
-- ``["x"]``: the cap was reached; later calls of the task are not recorded.
+- ``["x"]``: the cap was reached (or the file is full); later calls of the task are not recorded.
 
 Times are ``time.monotonic()`` seconds: one clock for every process of a machine, so the ranks of a
 single-node world share it. The file is diagnostics, never grading: the rank writes it, and student code in
@@ -17,6 +17,7 @@ that rank can write anything into it. The reader takes well-formed lines and ski
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import time
 from dataclasses import dataclass, field
@@ -25,8 +26,12 @@ from typing import Any
 MAX_CALLS_PER_TEST = 20_000
 """Calls recorded per test (one world task), shared evenly by the ranks: 20,000 // world size per rank. A
 rank past its share records nothing more for that task and marks the truncation (``["x"]``)."""
-MAX_FLIGHT_BYTES = 4 << 20
-"""What the judge reads of one rank's file: a rank's share of the cap fits with room to spare."""
+FLIGHT_BYTES = 2 << 20
+"""The size of a rank's flight file, mapped into the rank's memory: a rank's share of the cap (at most
+10,000 calls of about 100 bytes, two ranks being the fewest drawn) fits. A rank that fills it records no more
+in that task, marked as past the cap."""
+MAX_FLIGHT_BYTES = FLIGHT_BYTES + 4096
+"""What the judge reads of one rank's file."""
 CALL_FIELDS = ("index", "op", "peer", "group_peer", "nbytes", "tag", "group", "start", "of")
 """The fields of a ``b`` line, in order, after its ``"b"``."""
 
@@ -37,24 +42,35 @@ CALL_FIELDS = ("index", "op", "peer", "group_peer", "nbytes", "tag", "group", "s
 
 @dataclass
 class FlightLog:
-    """Appends a rank's calls to its flight file; does nothing without one (``fd`` None)."""
+    """Appends a rank's calls to its flight file; does nothing without one (``open`` never called).
 
-    fd: int | None = None
+    The file is mapped into memory (``mmap``, shared with the page cache): a call's lines cost a copy, not a
+    system call, and what was copied is in the file even when the rank is killed mid-task. The text ends at
+    the first NUL byte; each task starts again at offset 0."""
+
+    memory: mmap.mmap | None = None
+    offset: int = 0
     cap: int = MAX_CALLS_PER_TEST
     count: int = 0
     truncated: bool = False
     groups: set[str] = field(default_factory=set)
     """Groups already written in this task."""
 
+    def open(self, fd: int) -> None:
+        """Map the flight file behind ``fd`` (made ``FLIGHT_BYTES`` long, sparse); nothing is recorded if that
+        fails."""
+        try:
+            os.ftruncate(fd, FLIGHT_BYTES)
+            self.memory = mmap.mmap(fd, FLIGHT_BYTES)
+        except (OSError, ValueError):
+            self.memory = None
+
     def reset(self, world_size: int) -> None:
         """Empty the file for a new task; this rank may record its share of ``MAX_CALLS_PER_TEST``."""
-        self.count, self.truncated, self.groups = 0, False, set()
+        self.count, self.truncated, self.groups, self.offset = 0, False, set(), 0
         self.cap = max(1, MAX_CALLS_PER_TEST // max(world_size, 1))
-        if self.fd is not None:
-            try:
-                os.ftruncate(self.fd, 0)
-            except OSError:  # the student closed or replaced it: no diagram, the task goes on
-                self.fd = None
+        if self.memory is not None:
+            self.memory[0] = 0
 
     def begin(
         self,
@@ -68,7 +84,7 @@ class FlightLog:
         of: int | None = None,
     ) -> int | None:
         """Record that call ``op`` starts now; its index, or None when it is not recorded (no file, cap)."""
-        if self.fd is None:
+        if self.memory is None:
             return None
         if self.count >= self.cap:
             if not self.truncated:
@@ -89,19 +105,21 @@ class FlightLog:
 
     def end(self, index: int | None, *, ok: bool, peer: int | None = None) -> None:
         """Record that call ``index`` (from ``begin``) returned, or raised when not ``ok``."""
-        if index is not None and self.fd is not None:
+        if index is not None and self.memory is not None:
             self._write(f'["e",{index},{time.monotonic()!r},{"true" if ok else "false"},{_json_int(peer)}]\n')
 
     def _write(self, text: str) -> None:
-        """Append ``text`` (whole lines) in one write; a line is JSON, formatted by hand because a rank may
-        make thousands of calls a second (json.dumps costs several times more)."""
-        fd = self.fd
-        if fd is None:
+        """Append ``text`` (whole lines), then the NUL that ends the file's text; a line is JSON, formatted by
+        hand because a rank may make thousands of calls a second (json.dumps costs several times more)."""
+        memory, data = self.memory, text.encode()
+        end = self.offset + len(data)
+        if memory is None or end >= FLIGHT_BYTES - 8:
+            if memory is not None and not self.truncated:  # full: say so where there is always room
+                self.truncated = True
+                memory[self.offset : self.offset + 7] = b'["x"]\n\0'
             return
-        try:
-            os.write(fd, text.encode())
-        except OSError:  # closed or replaced by student code, or the disk is full: stop recording
-            self.fd = None
+        memory[self.offset : end + 1] = data + b"\0"
+        self.offset = end
 
 
 def _json_int(value: Any) -> str:
@@ -139,7 +157,7 @@ def read_flight(text: str) -> RankFlight:
     over the recorder's) are skipped."""
     flight = RankFlight()
     by_index: dict[int, dict[str, Any]] = {}
-    for line in text.splitlines():
+    for line in text.partition("\0")[0].splitlines():
         try:
             row = json.loads(line)
         except ValueError:

@@ -80,7 +80,7 @@ class CommRecorder:
 
 RECORDER = CommRecorder()
 FLIGHT = FlightLog()
-"""The rank's flight file: the worker opens it (``fd``) when the judge asks for timelines."""
+"""The rank's flight file: the worker opens it when the judge asks for timelines."""
 
 # ---------------------------------------------------------------------------------------------------------
 # the process groups and their sequence numbers
@@ -278,7 +278,7 @@ def timed(
     tag: int | None = None,
 ) -> Iterator[TimedCall]:
     """Time call ``op`` on ``group`` into the flight file: a ``b`` line now, an ``e`` line when it ends."""
-    if FLIGHT.fd is None:
+    if FLIGHT.memory is None:
         yield TimedCall(None, _UNKNOWN, peer)
         return
     info = group_info(group)

@@ -109,8 +109,9 @@ def worker_main(spec: WorkerSpec, tasks: Connection, replies: Connection) -> Non
     stack_file = open(spec.stack_path, "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     if spec.flight_path is not None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
-        comm.FLIGHT.fd = os.open(spec.flight_path, flags, 0o644)
+        flight = os.open(spec.flight_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        comm.FLIGHT.open(flight)  # mapped: the mapping keeps the file, the descriptor is not needed
+        os.close(flight)
     _first_to_go_on_oom()
     _yield_cpu_to_the_judge()
     if spec.run_as_uid is not None:

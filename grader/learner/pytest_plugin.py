@@ -96,21 +96,29 @@ def artifact() -> Callable[[str, str], Path | None]:
 
 @dataclass
 class _Open:
-    """One exercise's worlds in this run: the runner that opened them, its scratch folder, the pools."""
+    """One exercise's worlds: the runner that opened them, its scratch folder, the pools."""
 
+    exercise: str
     runner: LocalRunner
     scratch: Path
     pools: Pools
     device: str
     gpus: int
 
+    def close(self) -> None:
+        self.pools.close()
+        self.runner.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
 
 class ExerciseWorlds:
-    """The worlds of every exercise this pytest run tests, started on first use, stopped as it ends."""
+    """The worlds of the exercise whose tests run now: started by its first test that needs one, stopped
+    when another exercise's test needs one (tests run file by file: ``pytest exercises/`` keeps one rank
+    factory, not 25) and as the run ends."""
 
     def __init__(self, device: str) -> None:
         self.device = device
-        self._open: dict[str, _Open] = {}
+        self._open: _Open | None = None
         self._hangs: Hangs = {}
 
     def world(self, course: Course, exercise: Exercise, part: Part, size: int, test: str) -> World:
@@ -128,33 +136,31 @@ class ExerciseWorlds:
         return World(pool, part.timeout, hangs=self._hangs, test=test)
 
     def _opened(self, course: Course, exercise: Exercise) -> _Open:
-        if exercise.key not in self._open:
-            from grader.core.submission import stage
-            from grader.runners import grade_job
-            from grader.runners.local import LocalRunner
+        if self._open is not None and self._open.exercise == exercise.key:
+            return self._open
+        self.pytest_sessionfinish()
+        from grader.core.submission import stage
+        from grader.runners import grade_job
+        from grader.runners.local import LocalRunner
 
-            job = grade_job(
-                course=course, exercise=exercise, submission=None, solution=False, device=self.device
-            )
-            scratch = Path(tempfile.mkdtemp(prefix="distgpu-pytest-"))
-            stage(job.source, exercise.files, scratch / "impl")
-            runner = LocalRunner()
-            try:
-                pools, device, gpus = runner.open_worlds(job, scratch)
-            except Exception:
-                runner.close()
-                shutil.rmtree(scratch, ignore_errors=True)
-                raise
-            self._open[exercise.key] = _Open(runner, scratch, pools, device, gpus)
-        return self._open[exercise.key]
+        job = grade_job(course=course, exercise=exercise, submission=None, solution=False, device=self.device)
+        scratch = Path(tempfile.mkdtemp(prefix="distgpu-pytest-"))
+        stage(job.source, exercise.files, scratch / "impl")
+        runner = LocalRunner()
+        try:
+            pools, device, gpus = runner.open_worlds(job, scratch)
+        except Exception:
+            runner.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        self._open = _Open(exercise.key, runner, scratch, pools, device, gpus)
+        return self._open
 
     def pytest_sessionfinish(self) -> None:
-        """Stop every world and remove the staged copies."""
-        for opened in self._open.values():
-            opened.pools.close()
-            opened.runner.close()
-            shutil.rmtree(opened.scratch, ignore_errors=True)
-        self._open.clear()
+        """Stop the worlds and remove the staged copy."""
+        if self._open is not None:
+            self._open.close()
+            self._open = None
 
 
 WORLDS = pytest.StashKey[ExerciseWorlds]()

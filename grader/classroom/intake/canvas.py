@@ -98,5 +98,6 @@ def read(members: list[Member], roster: Collection[str] = ()) -> Reading:
         late = any(parsed.late for _, parsed in files)
         name = next((parsed.name for _, parsed in files if parsed.name), None)
         owned = tuple((member.path, parsed.file) for member, parsed in files)
-        reading.claims.append(Claim(student, student, owned, name=name, late=late))
+        said = ("Canvas marks this submission LATE",) if late else ()
+        reading.claims.append(Claim(student, student, owned, name=name, late=late, notes=said))
     return reading

@@ -132,9 +132,8 @@ def _identity(claim: Claim, units: list[str], others: list[Claim]) -> Identity:
         )
         problem = (Reason.DUPLICATE.value, text)
     entries = tuple(m for c in (claim, *others) for m, _ in c.members)
-    notes = claim.notes + (("the platform marks this submission late",) if claim.late else ())
     submitted = claim.submitted.isoformat() if claim.submitted else None
-    return Identity(claim.name, claim.late, submitted, notes, entries, problem)
+    return Identity(claim.name, claim.late, submitted, claim.notes, entries, problem)
 
 
 @dataclass

@@ -93,14 +93,16 @@ def _claims(
     created = entry.get(":created_at")
     submitted = _aware(created) if isinstance(created, dt.datetime) else None
     late = submitted > due if submitted is not None and due is not None else None
+    said: tuple[str, ...] = ()
+    if late and submitted and due:
+        said = (f"submitted {submitted.isoformat()}, after the deadline {due.isoformat()}",)
     claims = []
     for person in entry.get(":submitters") or []:
         student = str(person.get(":sid") or "").strip() or str(person.get(":email") or "").strip()
         if student:
             name = person.get(":name")
-            claims.append(
-                Claim(student, unit, owned, name=str(name) if name else None, late=late, submitted=submitted)
-            )
+            shown = str(name) if name else None
+            claims.append(Claim(student, unit, owned, name=shown, late=late, submitted=submitted, notes=said))
     return claims
 
 

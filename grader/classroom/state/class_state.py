@@ -127,7 +127,11 @@ def read_class(
 def _member(
     upload: Submission, exercise: Exercise, folder: Path, record: Record | None, suite: str, runner_id: str
 ) -> Member:
-    staged = staging.stage(upload.path, exercise.files, folder)
+    if upload.problem is not None:  # known before staging (two uploads of one student): nothing is taken
+        folder.mkdir(parents=True, exist_ok=True)
+        staged = Staged((), (upload.problem,), upload.problem)
+    else:
+        staged = staging.stage(upload.path, exercise.files, folder)
     files = file_hashes(folder, exercise.files)
     return Member(upload, staged, folder, files, record_key(staged, files, suite, runner_id), record)
 

@@ -18,6 +18,7 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,18 @@ def _quick_check(gradebook: Any, url: str) -> None:
         raise corrupt(database_location(url), "; ".join(found))
 
 
+@dataclass(frozen=True)
+class StudentInfo:
+    """What the gradebook keeps beside a student's id (the platform's id: ``grader.classroom.intake``)."""
+
+    name: str | None = None
+    """The name as the platform gives it: nbgrader's ``last_name`` (no platform splits names alike)."""
+    platform: str = "folders"
+    """Where the id comes from; a Canvas id is also nbgrader's ``lms_user_id``."""
+    late: bool | None = None
+    """The platform's own late flag: said in the ``submission`` cell's comment."""
+
+
 def record(
     gradebook: Any,
     *,
@@ -91,12 +104,14 @@ def record(
     result: ExerciseResult,
     submitted: dt.datetime | None,
     duedate: dt.datetime | None,
+    who: StudentInfo = StudentInfo(),
 ) -> None:
     """Create or update ``student``'s submission of ``exercise`` with one auto score per grade cell.
 
     ``cells`` are the reference run's tests (the exercise's full list); a test missing from ``result`` (a
     container that died before its tests ran) scores 0 for that cell. An invalid upload scores 0 in every
     cell, and its reason is the comment of the ``submission`` cell; a graded one gets the concepts it lost.
+    The student's name and, from Canvas, the LMS id are kept beside the id (``who``).
     """
     assignment, notebook = exercise.dirname, exercise.slug
     with warnings.catch_warnings():
@@ -108,14 +123,15 @@ def record(
                 cell_name(cell), notebook, assignment, max_score=cell.max_score, cell_type="code"
             )
         gradebook.update_or_create_solution_cell(COMMENT_CELL, notebook, assignment)
-        gradebook.update_or_create_student(student)
+        lms_id = student if who.platform == "canvas" else None
+        gradebook.update_or_create_student(student, last_name=who.name, lms_user_id=lms_id)
         gradebook.update_or_create_submission(assignment, student, timestamp=submitted)
         scores = {cell_name(t): t.score for t in result.tests}
         for cell in cells:
             grade = gradebook.find_grade(cell_name(cell), notebook, assignment, student)
             grade.auto_score = scores.get(cell_name(cell), 0.0)
             grade.needs_manual_grade = False  # the column defaults to True; nbgrader's autograde clears it
-        _comment(gradebook, notebook, assignment, student).auto_comment = _comment_text(result)
+        _comment(gradebook, notebook, assignment, student).auto_comment = _comment_text(result, who)
         gradebook.db.commit()
 
 
@@ -128,16 +144,20 @@ def remove_submissions(gradebook: Any, exercise: Exercise, students: Iterable[st
             gradebook.remove_submission(exercise.dirname, student)
 
 
-def _comment_text(result: ExerciseResult) -> str | None:
-    """Why an upload was not graded, or the concepts a graded one lost (None with every concept earned)."""
+def _comment_text(result: ExerciseResult, who: StudentInfo) -> str | None:
+    """Why an upload was not graded, or the concepts a graded one lost (None with every concept earned and
+    no late flag); the platform's late flag first."""
+    late = [f"late ({who.platform})"] if who.late else []
     if result.verdict is Status.INVALID:
-        return INVALID_MARK + (result.notes[0] if result.notes else "invalid upload")
+        reason = result.notes[0] if result.notes else "invalid upload"
+        return INVALID_MARK + "; ".join([reason, *late])
     lost = [
         f"{c.part}: {c.name} (0/{c.max_score:g}, {c.tests - c.passed} of {c.tests} tests not passed)"
         for c in result.concepts
         if not c.earned
     ]
-    return "concepts lost: " + "; ".join(lost) if lost else None
+    said = [*late, "concepts lost: " + "; ".join(lost)] if lost else late
+    return "; ".join(said) or None
 
 
 def is_invalid_comment(comment: str | None) -> bool:

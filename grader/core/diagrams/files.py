@@ -39,11 +39,12 @@ def file_stem(timeline: Timeline) -> str:
 def write_diagrams(
     timelines: tuple[Timeline, ...], folder: Path, *, budget: int = BUDGET_BYTES, traces: bool = False
 ) -> Written:
-    """Write a page per timeline into ``folder`` (made if missing), and with ``traces`` each one's Chrome
-    trace JSON too; remove what an earlier run left there."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write a page per timeline into ``folder`` (made when there is one), and with ``traces`` each one's
+    Chrome trace JSON too; remove what an earlier run left there."""
     for old in [*folder.glob("*.html"), *folder.glob(f"*{TRACE_SUFFIX}")]:
         old.unlink(missing_ok=True)
+    if timelines:
+        folder.mkdir(parents=True, exist_ok=True)
     written, used = Written(), 0
     for timeline in timelines:
         page = html_page(timeline).encode()
