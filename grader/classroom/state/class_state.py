@@ -78,7 +78,8 @@ class ClassState:
     records an earlier run set aside. The gradebook drops their submission of this exercise (and no one
     else's: another batch of the same exercise, with another ``OUT``, keeps its students)."""
     stagings: int
-    """Uploads staged to build this class: one per member, never more (``grade batch`` says so)."""
+    """Uploads staged to build this class: one per member, but for a row known invalid before staging
+    (two uploads of one student), which is not staged at all (``grade batch`` says how many)."""
 
     @property
     def students(self) -> list[str]:
@@ -130,7 +131,8 @@ def read_class(
     aside = store.folder.parent / SET_ASIDE_DIR
     earlier = {r.student for r in RecordStore(aside, sweep=False).all()} if aside.is_dir() else set()
     gone = tuple(sorted((earlier - present) | set(absent)))
-    return ClassState(exercise, submissions, members, absent, gone, stagings=len(members))
+    stagings = sum(upload.problem is None for upload in found)  # a row known invalid is never staged
+    return ClassState(exercise, submissions, members, absent, gone, stagings=stagings)
 
 
 def _member(
