@@ -23,6 +23,7 @@ import yaml
 
 from grader import SOURCE_ROOT
 from grader.authoring.release import IGNORED
+from grader.core.atomic import atomic_path, write_atomic
 from grader.core.course import Course, Exercise, load_course
 from grader.core.errors import UsageError
 
@@ -132,7 +133,7 @@ def gradescope_zip(course: Course, exercise: Exercise, out: Path) -> None:
         _write_script(
             root / "run_autograder", RUN_AUTOGRADER.format(key=exercise.key, public=" ".join(PUBLIC))
         )
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        with atomic_path(out) as partial, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(root.rglob("*")):
                 if path.is_file():
                     info = zipfile.ZipInfo.from_file(path, path.relative_to(root))
@@ -153,4 +154,4 @@ def prairielearn_folder(course: Course, exercise: Exercise, out: Path) -> None:
             "timeout": min(600, int(exercise.timeout) + 60),
         }
     }
-    (out / "info-snippet.json").write_text(json.dumps(options, indent=2) + "\n")
+    write_atomic(out / "info-snippet.json", json.dumps(options, indent=2) + "\n")

@@ -38,6 +38,7 @@ from rich.text import Text
 from grader import SOURCE_ROOT
 from grader.authoring.check import stub_problems
 from grader.authoring.validate import bug_corpus, judge_bug, mutated
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise, load_course
 from grader.core.results import ExerciseResult, Status
 from grader.runners import GradeJob, Runner
@@ -250,7 +251,7 @@ def _write_cpu_results(course: Course, path: Path) -> None:
         for e in course.exercises
         if e.parts
     }
-    path.write_text(json.dumps(results))
+    write_atomic(path, json.dumps(results))
 
 
 def _gpu_names() -> list[str]:
@@ -280,12 +281,9 @@ def _report(checks: list[Check], gpus: list[str], out: Path, console: Console, s
     rows = [f"| {c.what} | {c.exercise} | {c.mark} | {c.seconds:g} | {c.detail} |" for c in checks]
     head = f"# gpu-check, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, on {', '.join(gpus)}\n\n"
     table_md = "| check | exercise | ok | s | detail |\n|---|---|---|---:|---|\n" + "\n".join(rows)
-    (out / "summary.md").write_text(f"{head}{table_md}\n\n{_tally(checks)}, in {seconds:.0f} s\n")
-    (out / "summary.json").write_text(
-        json.dumps(
-            {"gpus": gpus, "seconds": round(seconds, 1), "checks": [asdict(c) for c in checks]}, indent=1
-        )
-    )
+    write_atomic(out / "summary.md", f"{head}{table_md}\n\n{_tally(checks)}, in {seconds:.0f} s\n")
+    summary = {"gpus": gpus, "seconds": round(seconds, 1), "checks": [asdict(c) for c in checks]}
+    write_atomic(out / "summary.json", json.dumps(summary, indent=1))
 
 
 def _tally(checks: list[Check]) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from grader.core.atomic import write_atomic
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
 
@@ -72,7 +73,7 @@ def write_stubs(course: Course, exercise: Exercise) -> list[Path]:
     for path, text in expected_stubs(course, exercise).items():
         if not path.is_file() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            write_atomic(path, text)
             changed.append(path)
     return changed
 

@@ -34,6 +34,7 @@ from grader.authoring.check import stub_problems
 from grader.authoring.generated import generated_problems
 from grader.authoring.stubs import fresh_stubs
 from grader.authoring.timeouts import PartTime, part_times
+from grader.core.atomic import write_atomic
 from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
@@ -132,7 +133,7 @@ class Validity:
         """One results.json-shaped file per grading (``ExerciseResult.to_dict``), named by its case."""
         folder.mkdir(parents=True, exist_ok=True)
         for name, result in self.graded().items():
-            (folder / f"{name}.json").write_text(json.dumps(result.to_dict(), indent=1))
+            write_atomic(folder / f"{name}.json", json.dumps(result.to_dict(), indent=1))
 
     def summary(self) -> dict[str, Any]:
         """The row of the validity table, as JSON values."""

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grader.core.atomic import write_atomic
 from grader.core.course import load_course
 from grader.core.formats import to_gradescope, to_prairielearn
 from grader.core.submission import why_invalid
@@ -130,7 +131,7 @@ def _write_platform_results(payload: dict[str, Any], platform: str, out: Path) -
     gradescope = to_gradescope(result)
     data = gradescope if platform == "gradescope" else to_prairielearn(gradescope)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data))
+    write_atomic(out, json.dumps(data))
     return 0
 
 
@@ -146,5 +147,5 @@ def _write_invalid(reason: str, platform: str, out: Path) -> int:
     }
     data = gradescope if platform == "gradescope" else to_prairielearn(gradescope)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data))
+    write_atomic(out, json.dumps(data))
     return 0

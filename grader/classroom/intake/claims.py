@@ -22,6 +22,7 @@ from typing import IO
 
 from grader.classroom.intake.discovery import Identity, write_manifest
 from grader.core import upload
+from grader.core.atomic import atomic_path, write_atomic
 from grader.core.reasons import Note, Reason
 from grader.core.upload import Kind, Member
 
@@ -113,7 +114,7 @@ def write_uploads(source: Path, reading: Reading, out: Path) -> tuple[Path, list
             leftovers += _copy_members(source, claim, kinds, (target, copied, clashes), budget)
         rows[student] = _identity(kept[0], units, [c for c in claims if c.unit != units[0]], clashes)
         if kept[0].submitted is not None:
-            (target / "timestamp.txt").write_text(kept[0].submitted.isoformat())
+            write_atomic(target / "timestamp.txt", kept[0].submitted.isoformat())
     write_manifest(folder, reading.platform, rows)
     return folder, leftovers
 
@@ -185,5 +186,6 @@ def _copy_members(
 
 
 def _copy_member(source: Path, member_path: str, destination: Path) -> None:
-    with _opened(source, member_path) as data, open(destination, "wb") as copy:
-        shutil.copyfileobj(data, copy)
+    with _opened(source, member_path) as data, atomic_path(destination) as partial:
+        with open(partial, "wb") as copy:
+            shutil.copyfileobj(data, copy)
