@@ -126,6 +126,11 @@ def test_a_second_batch_on_the_same_out_is_refused_or_waits(
     [said] = error_lines(capsys.readouterr().out)
     assert said.startswith(f"error: {out}: another batch is grading into this folder (pid {first.pid} on ")
     assert "--wait" in said
+    (out / "records").mkdir(exist_ok=True)  # the stopped batch may not have made it yet
+    for reader in (["report", str(out)], ["similarity", str(out)]):  # no report of a half-graded class
+        assert grade(course, *reader) == 3, reader
+        [said] = error_lines(capsys.readouterr().out)
+        assert said.startswith(f"error: {out}: another batch is grading into this folder (pid {first.pid} on ")
 
     queued = subprocess.Popen(
         [*command, *batch_argv(subs, out, url), "--wait"], stdout=subprocess.PIPE, text=True

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader.cli.common import Subcommands
+from grader.cli.common import Subcommands, add_wait_option, locked_folder
 from grader.core.course import Course
 from grader.core.errors import ExitCode, UsageError
 
@@ -19,6 +19,7 @@ def add_report(commands: Subcommands) -> None:
     class_report.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     class_report.add_argument("--anonymize", action="store_true", help="stable pseudonyms for student ids")
     class_report.add_argument("--no-diagram", action="store_true", help="no space-time diagrams")
+    add_wait_option(class_report, "write the report")
     class_report.set_defaults(handler=cmd_report)
 
 
@@ -30,11 +31,12 @@ def cmd_report(args: argparse.Namespace, course: Course, console: Console) -> in
     from grader.classroom.outputs.similarity_report import refresh_similarity
 
     _check_batch_folder(args.grades)
-    deadline = batch_deadline(course, args.grades)
-    refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
-    index = write_report(
-        args.grades, args.html, deadline=deadline, anonymize=args.anonymize, diagrams=not args.no_diagram
-    )
+    with locked_folder(args, args.grades, console):  # not a class half way through a batch
+        deadline = batch_deadline(course, args.grades)
+        refresh_similarity(args.grades, course, out=args.html, anonymize=args.anonymize)
+        index = write_report(
+            args.grades, args.html, deadline=deadline, anonymize=args.anonymize, diagrams=not args.no_diagram
+        )
     console.print(f"wrote {index}", markup=False, highlight=False, soft_wrap=True)
     return ExitCode.OK
 
@@ -76,6 +78,7 @@ def add_similarity(commands: Subcommands) -> None:
     )
     similarity.add_argument("--html", type=Path, help="where to write it (default: GRADES/report)")
     similarity.add_argument("--anonymize", action="store_true", help="the class report's pseudonyms")
+    add_wait_option(similarity, "compare")
     similarity.set_defaults(handler=cmd_similarity)
 
 
@@ -84,16 +87,17 @@ def cmd_similarity(args: argparse.Namespace, course: Course, console: Console) -
     from grader.classroom.outputs.similarity_report import CLUSTERS_CSV, write_similarity
 
     _check_batch_folder(args.grades)
-    page = write_similarity(
-        args.grades,
-        course,
-        submissions=args.submissions,
-        out=args.html,
-        threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
-        anonymize=args.anonymize,
-        against=args.against,
-        common_min=args.common_min,
-    )
+    with locked_folder(args, args.grades, console):  # not a class half way through a batch
+        page = write_similarity(
+            args.grades,
+            course,
+            submissions=args.submissions,
+            out=args.html,
+            threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold,
+            anonymize=args.anonymize,
+            against=args.against,
+            common_min=args.common_min,
+        )
     flagged = len(page.with_suffix(".csv").read_text().splitlines()) - 1
     clusters = len((page.parent / CLUSTERS_CSV).read_text().splitlines()) - 1
     common = "" if args.common_min is None else f"; code more than {args.common_min} students share ignored"

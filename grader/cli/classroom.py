@@ -8,13 +8,20 @@ the classroom package themselves: a student's ``grade exercise`` never loads it.
 from __future__ import annotations
 
 import argparse
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from grader.cli.common import EXAMPLES, Subcommands, add_run_options, iso_moment, labelled
+from grader.cli.common import (
+    EXAMPLES,
+    Subcommands,
+    add_run_options,
+    add_wait_option,
+    iso_moment,
+    labelled,
+    locked_folder,
+)
 from grader.core.course import Course, Exercise
 from grader.core.errors import ExitCode, UsageError
 
@@ -56,11 +63,7 @@ def add_batch(commands: Subcommands) -> None:
     )
     batch.add_argument("--gradebook", help="SQLAlchemy URL (default: sqlite:///<course>/gradebook.db)")
     batch.add_argument("--no-diagram", action="store_true", help="no space-time diagrams in the report")
-    batch.add_argument(
-        "--wait",
-        action="store_true",
-        help="when another batch is grading into the same --out, start when it has finished (default: stop)",
-    )
+    add_wait_option(batch, "start")
     batch.add_argument(
         "--allow-unsandboxed",
         action="store_true",
@@ -160,7 +163,7 @@ def _batch_on_slurm(
         throttle=args.workers,
     )
     if args.dry_run:
-        with _locked(args, out, console):
+        with locked_folder(args, out, console):
             intake = _intake(args, course, exercise, out)
             script = slurm_dry_run(
                 plan=plan, pool=pool, submissions=intake.folder, regrade=args.regrade, late=args.late
@@ -170,16 +173,6 @@ def _batch_on_slurm(
     console.print(f"student code runs on the cluster's nodes ({pool.settings.runner} runner)", soft_wrap=True)
     _grade_batch(args, course, plan, out, console, pool)
     return ExitCode.OK
-
-
-def _locked(args: argparse.Namespace, out: Path, console: Console) -> AbstractContextManager[None]:
-    """``out``'s batch lock (``--wait``: queue behind the run that holds it, saying whom for)."""
-    from grader.classroom.state.lock import batch_lock
-
-    def say(line: str) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-    return batch_lock(out, wait=args.wait, on_wait=say)
 
 
 def _grade_batch(
@@ -200,7 +193,7 @@ def _grade_batch(
     progress = BatchProgressView(console)
     if pool is not None:
         pool.on_queue = progress.note
-    with _locked(args, out, console):
+    with locked_folder(args, out, console):
         intake = _intake(args, course, plan.exercise, out)
         console.print(intake.detected, markup=False, highlight=False, soft_wrap=True)
         with progress:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TypeAlias
 
@@ -75,6 +76,26 @@ def add_run_options(parser: argparse.ArgumentParser, backends: tuple[str, ...] =
         help="local: this machine; docker: one container per run (build it: grade image build)"
         + ("; slurm: a job array on the cluster (docs/slurm.md)" if "slurm" in backends else ""),
     )
+
+
+def add_wait_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--wait``: queue behind the batch that holds the folder's lock instead of stopping."""
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help=f"when a batch is grading into the same folder, {what} when it has finished (default: stop)",
+    )
+
+
+def locked_folder(args: argparse.Namespace, out: Path, console: Console) -> AbstractContextManager[None]:
+    """``out``'s batch lock, held by a batch and by what reads or rewrites its folder (``report``,
+    ``similarity``); ``--wait``: queue behind the run that holds it, saying whom for."""
+    from grader.classroom.state.lock import batch_lock
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    return batch_lock(out, wait=args.wait, on_wait=say)
 
 
 def labelled(label: str, style: str, text: str) -> Text:
