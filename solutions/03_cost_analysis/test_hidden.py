@@ -221,6 +221,7 @@ def test_factors_from_nccl_tests(world: World) -> None:
 
 @pytest.mark.part("03.bus_bandwidth")
 @pytest.mark.concept("algbw_bytes")
+@pytest.mark.generated
 def test_bandwidths_against_reference(world: World, reference) -> None:
     ref = reference("nccl_tests")
     shapes = [(1 << 25, 4, 1e-3, 8), (1000, 2, 3.5e-5, 3), (7, 8, 1e-6, 16), (1 << 20, 1, 0.25, 2)]
@@ -447,15 +448,28 @@ def test_timing_contract(world: World) -> None:
     )
 
 
+def byte_sizes(rng: random.Random) -> list[int]:
+    """Three message sizes in bytes (under 64 KiB: cheap), multiples of 4 that are not powers of two, no
+    one 4 or 8 times another."""
+    sizes: list[int] = []
+    while len(sizes) < 3:
+        size = 4 * rng.randint(3, 16000)
+        related = {size * f for f in (4, 8)} | {size // f for f in (4, 8) if size % f == 0}
+        if size & (size - 1) and size not in sizes and not related & set(sizes):
+            sizes.append(size)
+    return sorted(sizes)
+
+
 @pytest.mark.part("03.measure")
 @pytest.mark.parametrize("world", [2], indirect=True)
 @pytest.mark.concept("bench_message_size")
+@pytest.mark.generated
 def test_times_the_bytes_asked_for(world: World) -> None:
     # the harness records the bytes of the tensor each dist.all_reduce was handed: each size asked for must
     # be timed on a message of exactly that many bytes (other all-reduces, such as the ranks' agreement,
-    # may come on top). Sizes a multiple of 4 and not powers of two, so that a size in float32 elements
-    # (4x the bytes) or in float64 ones (8x) never lands on another size of the list.
-    sizes = [3 << 8, 5 << 12, 12 << 12]
+    # may come on top). Sizes drawn here: multiples of 4 and not powers of two, so that a size in float32
+    # elements (4x the bytes) or in float64 ones (8x) never lands on another size of the list.
+    sizes = byte_sizes(random.Random(SEED + 80))
     iters = 3
     for res in measure(world, sizes, iters=iters, warmup=1):
         moved = res.comm.collective_sizes("all_reduce")

@@ -448,6 +448,57 @@ def test_one_microbatch(world: World, reference) -> None:
     run_and_compare(world, schedule, 1, 1, seed=4, kind="1f1b")
 
 
+def pipeline_group(p: int, rng: random.Random) -> list[int]:
+    """Three of the world's p ranks, drawn here, that are not ranks 0, 1, 2 in order: a group with a gap,
+    or one that does not start at rank 0, so that no member's group rank is its global rank everywhere."""
+    while True:
+        members = sorted(rng.sample(range(p), 3))
+        if members != [0, 1, 2]:
+            return members
+
+
+@pytest.mark.part("13.executor")
+@pytest.mark.concept("pipeline_group_ranks")
+@pytest.mark.generated
+@pytest.mark.parametrize("world", [4], indirect=True)
+def test_pipeline_over_a_group_of_the_world(world: World, reference) -> None:
+    # A 3-stage pipeline group of a 4-rank world (as in 3D parallelism), members and m drawn here: stages
+    # live on group ranks, the last one on group rank 2, which need not be global rank 2 nor 3.
+    rng = random.Random(1300)
+    members, m = pipeline_group(world.size, rng), rng.randint(3, 5)
+    schedule = reference("schedules").one_f_one_b_schedule(3, m)
+    data = model_and_data(3, m, seed=13)
+    world.run("rank_programs:warm_up_autograd", inputs={})
+    inputs = [
+        {
+            "schedule": "1f1b in a group",  # its own hang key: a hang here skips no world-group run
+            "actions": schedule[members.index(g)] if g in members else [],
+            "members": members,
+        }
+        | data
+        for g in range(world.size)
+    ]
+    results = world.run("rank_programs:pipeline", inputs=inputs, forbid=FORBID)
+    outputs, grads = unsplit(data)
+    for res in results:
+        if res.rank not in members:
+            assert res.value is None and not res.comm.events, f"rank {res.rank} is not in {members}: idle"
+            continue
+        j = members.index(res.rank)
+        where = f"global rank {res.rank}, group rank {j} of pipeline group {members}"
+        got = res.value["outputs"]
+        if j == 2:
+            assert isinstance(got, list) and len(got) == m, f"{where} holds the last stage: got {got!r:.200}"
+            for i, y in enumerate(got):
+                assert_close(y, outputs[i], rtol=1e-12, atol=1e-12, what=f"{where}: output of microbatch {i}")
+        else:
+            assert got == [], f"{where} does not hold the last stage: return [], got {got!r:.200}"
+        gw, gb = res.value["grads"][0]
+        for got_grad, want, name in ((gw, grads[j][0], "weight"), (gb, grads[j][1], "bias")):
+            assert got_grad is not None, f"{where}: {name}.grad is None"
+            assert_close(got_grad, want, rtol=1e-10, atol=1e-12, what=f"{where}: {name}.grad of stage {j}")
+
+
 @pytest.mark.part("13.executor")
 @pytest.mark.concept("tagged_messages_any_order")
 def test_any_valid_one_chunk_schedule(world: World) -> None:
