@@ -9,7 +9,9 @@ The judge simulates every schedule with coursekit.schedules (symbolic buffers: w
 on the shipped shapes and on three drawn here from a seed, counts the chunks each GPU moves across nodes
 against the stub's budget (one per round, n-1 or 2(n-1) in all), and costs it with the alpha-beta port
 model on coursekit.schedules.H100_2X4 and on other shapes with the same links, where it may cost no more
-than the documented schedule. It is never compared step by step with the
+than the documented schedule. What a schedule sends across nodes is judged whether or not it computes the
+right result: the result is a concept of its own, so a wrong schedule does not lose the traffic concepts too
+(issue 41). It is never compared step by step with the
 reference: a ring walked the other way or another rotation of the chunks is just as correct and just as fast.
 Real runs use integer tensors and exact comparisons.
 """
@@ -36,6 +38,7 @@ from coursekit.schedules import (
     schedule_time,
 )
 from grader.harness import World, assert_equal, peers
+from grader.harness.outcomes import WorldCrashed, WorldTimeout
 
 _RNG = random.Random(2030)  # three more shapes, drawn here and never shipped: 1..5 nodes of 1..5 GPUs
 SHAPES = [(2, 4), (1, 4), (4, 1), (2, 2), (3, 2), (2, 3), (4, 2)]
@@ -152,7 +155,6 @@ def test_allgather_no_costlier_than_documented(world: World, reference) -> None:
     ref = reference("hierarchical")
     for n, g in COST_SHAPES:
         got = build(world, "hierarchical_allgather", n, g)
-        correct(got, f"hierarchical_allgather({n}, {g})")
         no_costlier(got, ref.hierarchical_allgather(n, g), n, g, f"hierarchical_allgather({n}, {g})")
 
 
@@ -162,7 +164,6 @@ def test_allgather_no_costlier_than_documented(world: World, reference) -> None:
 def test_allgather_network_budget(world: World) -> None:
     for n, g in SHAPES:
         s = build(world, "hierarchical_allgather", n, g)
-        correct(s, f"hierarchical_allgather({n}, {g})")
         within_network_budget(s, n, g, n - 1, f"hierarchical_allgather({n}, {g})")
 
 
@@ -229,7 +230,6 @@ def test_allreduce_no_costlier_than_documented(world: World, reference) -> None:
     ref = reference("hierarchical")
     for n, g in COST_SHAPES:
         got = build(world, "hierarchical_allreduce", n, g)
-        correct(got, f"hierarchical_allreduce({n}, {g})")
         no_costlier(got, ref.hierarchical_allreduce(n, g), n, g, f"hierarchical_allreduce({n}, {g})")
 
 
@@ -239,7 +239,6 @@ def test_allreduce_no_costlier_than_documented(world: World, reference) -> None:
 def test_allreduce_network_budget(world: World) -> None:
     for n, g in SHAPES:
         s = build(world, "hierarchical_allreduce", n, g)
-        correct(s, f"hierarchical_allreduce({n}, {g})")
         within_network_budget(s, n, g, 2 * (n - 1), f"hierarchical_allreduce({n}, {g})")
 
 
@@ -360,6 +359,15 @@ def check_products(world: World, runs: list[Run]) -> None:
         assert_equal(got, want, rank=rank, world_size=world.size, what=f"Y on group rank {me} of {p}")
 
 
+def world_product_right(world: World, request: pytest.FixtureRequest) -> bool:
+    """Whether the world group's run at this world size gave every rank the right product."""
+    try:
+        check_products(world, fused_runs(world, request))
+    except (AssertionError, WorldCrashed, WorldTimeout):  # a rank's exception is an AssertionError too
+        return False
+    return True
+
+
 @pytest.mark.concept("fused_result")
 @pytest.mark.part("07.fused_allgather_matmul")
 @pytest.mark.generated
@@ -374,8 +382,11 @@ def test_fused_product(world: World, request: pytest.FixtureRequest) -> None:
 def test_fused_in_subgroups(world: World, request: pytest.FixtureRequest) -> None:
     # Two groups at once, 3 and 5 strided ranks: the product by group rank, and every other member's shard
     # received exactly once (the calls' order is judged on the world group, by the overlap concepts).
+    # The rows' places are fused_result's question: where the world group's product is already wrong at 8
+    # ranks, a sub-group's is too whatever the ranks, so only the shards received are judged here.
     runs = fused_runs(world, request, subgroups=True)
-    check_products(world, runs)
+    if world_product_right(world, request):
+        check_products(world, runs)
     for me, p, _, rank, value in runs:
         budget = programs.overlap_problems(value["events"], me, p)["budget"]
         assert not budget, f"rank {rank} (group rank {me} of {p}): {budget[0]}"
