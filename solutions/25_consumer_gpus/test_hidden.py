@@ -426,18 +426,18 @@ def step_grid(ref: dict, model: str) -> list[tuple]:
 
 
 def check_bounds(world: World, ref: dict, calls: list[tuple]) -> None:
-    """Each estimate's bound by the rule, on YOUR memory verdict and exposed traffic: "memory" when it does
-    not fit, else the wall of the step's all-reduce (allreduce(), given) when anything is exposed, else
-    "compute".
-    Whether fits and exposed_s are right is step_memory's and exposed_traffic's question (issue 41)."""
-    got = run_many(world, [spec(m, f, *a, **k) for m, f, a, k in calls])
-    for (_, _, a, k), g in zip(calls, got, strict=True):
+    """Each estimate's bound by the rule, on YOUR memory verdict, exposed traffic and wall: "memory" when it
+    does not fit, else the wall your allreduce() (given, on your host_allreduce_s) names for the step's
+    gradients when anything is exposed, else "compute". Whether those are right is step_memory's,
+    exposed_traffic's and 25.host_allreduce's question (issue 41)."""
+    walls_of = [spec("walls", "allreduce", 2 * a[0].params, a[1], k.get("boxes", 1)) for _, _, a, k in calls]
+    got = run_many(world, [spec(m, f, *a, **k) for m, f, a, k in calls] + walls_of)
+    for (_, _, a, k), g, (_, wall) in zip(calls, got[: len(calls)], got[len(calls) :], strict=True):
         model, machine = a[0], a[1]
         what = f"step_estimate({model.name!r}, {machine.node!r}, ZeRO-{a[2]}, {a[3]!r}, {a[4]}, {a[5]}, {k})"
         assert (
             isinstance(g, dict) and type(g.get("fits")) is bool and type(g.get("exposed_s")) in (int, float)
         ), f"{what}: expected fits (a bool) and exposed_s (a number), got {g!r}"
-        wall = ref["walls"].allreduce(2 * model.params, machine, k.get("boxes", 1))[1]
         bound = "memory" if not g["fits"] else (wall if g["exposed_s"] > 0 else "compute")
         assert g.get("bound") == bound, (
             f"{what}: bound {g.get('bound')!r}; with fits={g['fits']} and exposed_s={g['exposed_s']!r} "
