@@ -87,3 +87,16 @@ def test_cuda_without_a_gpu_is_a_usage_error() -> None:
         resolve_device("cuda", gpus=0)
     with pytest.raises(UsageError, match="expected one of auto, cpu, cuda"):
         resolve_device("gpu", gpus=1)
+
+
+def test_a_runner_for_scores_only_records_no_calls_for_diagrams() -> None:
+    """`grade check` and `grade validate` read scores only: their ranks time no call (a failing mutant's
+    diagrams cost about a tenth of its grading, docs/benchmarks.md), while a student's grading does."""
+    from grader.runners import make_runner
+    from grader.runners.local import LocalRunner
+
+    scores_only = make_runner("local", one_author=True, diagrams=False)
+    student = make_runner("local")
+    assert isinstance(scores_only, LocalRunner) and isinstance(student, LocalRunner)
+    assert (scores_only.timelines, scores_only.keep_factory) == (False, True)
+    assert (student.timelines, student.keep_factory) == (True, False)

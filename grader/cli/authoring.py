@@ -39,7 +39,7 @@ def cmd_check(args: argparse.Namespace, course: Course, console: Console) -> int
     exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
     failed = 0
     # One runner for the whole check: it keeps a rank factory per exercise, and closing ends the last one.
-    with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
+    with contextlib.closing(make_runner(args.backend, one_author=True, diagrams=False)) as runner:
         for exercise in exercises:
             if exercise.problem:  # only where no ids were given: find() refuses a broken exercise
                 console.print(labelled("FAIL", "red", f"{exercise.key} {exercise.slug}: {exercise.problem}"))
@@ -100,7 +100,7 @@ def cmd_validate(args: argparse.Namespace, course: Course, console: Console) -> 
     exercises = [course.find(i) for i in args.ids] or [e for e in course.exercises if e.parts]
     rows: list[dict[str, Any]] = []
     table = _validity_table()
-    with contextlib.closing(make_runner(args.backend, one_author=True)) as runner:
+    with contextlib.closing(make_runner(args.backend, one_author=True, diagrams=False)) as runner:
         for exercise in exercises:
             if args.share and not claim(args.share, exercise):
                 continue

@@ -18,6 +18,10 @@ from grader.core.catalogue import CourseConfigError
 
 _Scalar = TypeVar("_Scalar", str, int, float)
 
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser where pyyaml was built with it: a course's YAML is read by every ``grade`` process, and
+pure-Python parsing of 25 concepts.yml took seconds (docs/benchmarks.md)."""
+
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -26,7 +30,11 @@ def compose(text: str, label: str) -> yaml.Node | None:
     """The YAML node tree of ``text``; ``CourseConfigError`` when it is not YAML: one line naming ``label``
     and the line (pyyaml's own message spans five lines and quotes the source)."""
     try:
-        return yaml.compose(text)
+        return yaml.compose(text, Loader=_FAST_LOADER)
+    except yaml.YAMLError:
+        pass  # read again by pyyaml's own parser, whose messages say more than libyaml's
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         line = f":{exc.problem_mark.line + 1}" if exc.problem_mark else ""
         context = ""
@@ -36,6 +44,11 @@ def compose(text: str, label: str) -> yaml.Node | None:
         raise CourseConfigError(f"{label}{line}: not valid YAML: {exc.problem}{context}") from None
     except yaml.YAMLError as exc:
         raise CourseConfigError(f"{label}: not valid YAML: {exc}") from None
+
+
+def _constructed(node: yaml.ScalarNode) -> object:
+    """The scalar's value by the safe loader's rules for its resolved tag (int, float, bool, null, str)."""
+    return yaml.constructor.SafeConstructor().construct_object(node)
 
 
 class YamlReader:
@@ -82,7 +95,7 @@ class YamlReader:
 
     def scalar(self, node: yaml.Node, where: str, kind: type[_Scalar], expect: str) -> _Scalar:
         """The node's value as ``kind`` (an int is taken where a float is asked); never a bool."""
-        value = yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.ScalarNode) else None
+        value = _constructed(node) if isinstance(node, yaml.ScalarNode) else None
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, kind) or isinstance(value, bool):

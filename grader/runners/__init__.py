@@ -30,15 +30,18 @@ __all__ = [
 ]
 
 
-def make_runner(name: str, *, prewarm: bool = False, one_author: bool = False) -> Runner:
+def make_runner(
+    name: str, *, prewarm: bool = False, one_author: bool = False, diagrams: bool = True
+) -> Runner:
     """The runner called ``name``; ``UsageError`` for an unknown one. ``prewarm``: Docker keeps the next
     container started (for a runner that grades one submission after another). ``one_author``: every job
     grades the course's own code (`grade check`, `grade validate`), so the local runner keeps one rank
-    factory per exercise between jobs; Docker starts a container per job either way."""
+    factory per exercise between jobs; Docker starts a container per job either way. ``diagrams=False``:
+    the local runner's ranks record no call for space-time diagrams (a check that reads only scores)."""
     if name == "local":
         from grader.runners.local import LocalRunner
 
-        return LocalRunner(keep_factory=one_author)
+        return LocalRunner(keep_factory=one_author, timelines=diagrams)
     if name == "docker":
         from grader.runners.docker import DockerRunner
 
