@@ -428,11 +428,12 @@ def test_layer_leaves_the_callers_tokens_and_experts_alone(world: World) -> None
     inputs = layer_inputs(world.size, d, E, k, 2.0)
     for res in world.run("rank_programs:moe_layer_twice", inputs=inputs, forbid=FORBID):
         r, v = res.rank, res.value
-        for name in ("x", "router_weight", "w1", "w2"):
-            assert_equal(
-                v["after"][name], inputs[r][name], rank=r, world_size=world.size,
-                what=f"the caller's {name} after two moe_forward calls (not to be modified nor reordered)",
-            )  # fmt: skip
+        for call, after in enumerate(v["afters"], start=1):
+            for name in ("x", "router_weight", "w1", "w2"):
+                assert_equal(
+                    after[name], inputs[r][name], rank=r, world_size=world.size,
+                    what=f"the caller's {name} after call {call} (not to be modified nor reordered)",
+                )  # fmt: skip
         assert_equal(
             v["ys"][1],
             v["ys"][0],
