@@ -124,13 +124,14 @@ def test_a_second_batch_on_the_same_out_is_refused_or_waits(
 
     assert grade(course, *batch_argv(subs, out, url)) == 3
     [said] = error_lines(capsys.readouterr().out)
-    assert said.startswith(f"error: {out}: another batch is grading into this folder (pid {first.pid} on ")
+    busy = f"error: {out}: another batch is grading into this folder (pid {first.pid} on "
+    assert said.startswith(busy)
     assert "--wait" in said
     (out / "records").mkdir(exist_ok=True)  # the stopped batch may not have made it yet
     for reader in (["report", str(out)], ["similarity", str(out)]):  # no report of a half-graded class
         assert grade(course, *reader) == 3, reader
         [said] = error_lines(capsys.readouterr().out)
-        assert said.startswith(f"error: {out}: another batch is grading into this folder (pid {first.pid} on ")
+        assert said.startswith(busy)
 
     queued = subprocess.Popen(
         [*command, *batch_argv(subs, out, url), "--wait"], stdout=subprocess.PIPE, text=True

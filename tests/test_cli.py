@@ -105,6 +105,7 @@ def test_flags_are_frozen() -> None:
         "check": ["--backend", "--device", "--help", "-h"],
         "validate": [
             "--backend",
+            "--contracts",
             "--corpus",
             "--device",
             "--help",

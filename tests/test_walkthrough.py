@@ -145,7 +145,7 @@ def test_section_1_from_stubs_to_checkpoint(terminal: tuple[Terminal, Path]) -> 
 
     # The checkpoint passes and says what the learner can now do.
     out = term.run("grade checkpoint 1")
-    assert re.search(r"Checkpoint 1 passed: (\d+) / \1 \(100%; needs 80%\)", out), out
+    assert re.search(r"Checkpoint 1 passed: ([\d.]+) / \1 \(100%; needs 80%\)", out), out
     assert "What you can do now: You can build broadcast, reduce" in out
     assert "record (with the hashes of your files):" in out
     assert (bundle / ".grade" / "checkpoints" / "section-1.json").is_file()

@@ -65,6 +65,13 @@ def test_reduce_to_rank_0(world: World) -> None:
     world.expect(to_root(0))
     results = world.call("collectives", "reduce", args=[(x, 0) for x in inputs], forbid=FORBID)
     assert_equal(results[0].args[0], sum(inputs), rank=0, world_size=world.size, what="sum on dst")
+
+
+@pytest.mark.part("01.reduce")
+@pytest.mark.concept("reduce_inputs_untouched")
+def test_reduce_leaves_the_other_ranks_tensors(world: World) -> None:
+    inputs = inputs_for(world.size)
+    results = world.call("collectives", "reduce", args=[(x, 0) for x in inputs], forbid=FORBID)
     for res in results[1:]:  # this course's reduce leaves the other ranks' tensors as they were
         assert_equal(
             res.args[0],

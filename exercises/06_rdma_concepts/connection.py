@@ -73,8 +73,9 @@ def roce_v2_gid_index(ctx: v.ibv_context) -> int:
 def local_info(ep: Endpoint, gid_index: int | None = None) -> dict:
     """What the peer needs to reach us and our memory, sent out of band (NCCL sends it over its bootstrap
     socket), from port PORT: {"lid": our LID, "gid": our GID at gid_index (None when gid_index is None),
-    "mtu": the port's active MTU, "qp_num": our QP's number, "psn": our first PSN, "addr": the virtual address
-    of our registered buffer, "rkey": the key a peer needs to access it}."""
+    "mtu": the port's active MTU as ibv_query_port reports it (an enum ibv_mtu value, not bytes),
+    "qp_num": our QP's number, "psn": our first PSN, "addr": the virtual address of our registered buffer,
+    "rkey": the key a peer needs to access it}."""
     raise NotImplementedError("TODO(06.connect): not implemented yet")
 
 

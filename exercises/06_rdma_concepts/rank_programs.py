@@ -104,14 +104,19 @@ def endpoint_facts(ctx: Any, *, size: int, access: int, psn: int, depth: int) ->
     }
 
 
-def gid_index(ctx: Any, *, routed: bool) -> Any:
+def gid_index(ctx: Any, *, routed: bool, table: list[list[Any]] | None = None) -> Any:
+    """The student's roce_v2_gid_index on a RoCE port: the usual mlx5 GID table, or ``table`` (the judge's
+    [gid, type] entries, in its order) in its place."""
     conn = ctx.submission("connection")
-    return conn.roce_v2_gid_index(v.Fabric("ethernet", routed=routed).open_device("host/mlx5_0"))
+    device = v.Fabric("ethernet", routed=routed).open_device("host/mlx5_0")
+    if table is not None:
+        device.gids = [(gid, kind) for gid, kind in table]
+    return conn.roce_v2_gid_index(device)
 
 
-def local_info_of(ctx: Any, *, link_layer: str, gid_index: int | None) -> dict[str, Any]:
+def local_info_of(ctx: Any, *, link_layer: str, gid_index: int | None, eth_mtu: int = 1500) -> dict[str, Any]:
     conn = ctx.submission("connection")
-    fabric = v.Fabric(link_layer, eth_mtu=1500)
+    fabric = v.Fabric(link_layer, eth_mtu=eth_mtu)
     fabric.open_device("other/mlx5_0")  # so this host is not the first one
     ep = _endpoint(conn, fabric.open_device("host/mlx5_0"), 64, RW, 0x777)
     return {"got": conn.local_info(ep, gid_index), "expected": _info(ep, gid_index)}

@@ -180,6 +180,15 @@ def dropout(ctx: Any, *, x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
     return ctx.submission("sp_mlp").sequence_parallel_dropout(_on(ctx, x), p, seed)
 
 
+def dropout_calls(ctx: Any, *, calls: list[dict[str, Any]]) -> list[torch.Tensor]:
+    """sequence_parallel_dropout on ones, once per {seed, shape, p} of ``calls``, in that order, in one
+    process: what a mask owes to the calls before it shows here."""
+    drop = ctx.submission("sp_mlp").sequence_parallel_dropout
+    return [
+        drop(torch.ones(c["shape"], dtype=torch.float64, device=ctx.device), c["p"], c["seed"]) for c in calls
+    ]
+
+
 def dropout_facts(ctx: Any, *, x: torch.Tensor, p: float, seed: int) -> dict[str, Any]:
     """sequence_parallel_dropout on ones (twice, with the global RNG reseeded differently in between), on ones
     with seed + 1, and on x; and the bytes autograd keeps for it when x requires grad."""

@@ -4,7 +4,8 @@
     rank r-1 <--- grad of x_i (b, H) -------  rank r: B(i) = backward    <--- grad of y_i ---  rank r+1
 
 Chunk c of rank r is virtual stage s = c*p + r; stage s's neighbours are stages s-1 and s+1, which live on
-ranks (r-1) % p and (r+1) % p. The last stage (S-1 = v*p - 1, on rank p-1) turns its output into the loss.
+ranks (r-1) % p and (r+1) % p of the group. The last stage (S-1 = v*p - 1, on group rank p-1) turns its
+output into the loss.
 The gradients must be those of the batch's loss, the mean over microbatches (Megatron-LM schedules.py,
 forward_step_calc_loss).
 Check: `grade exercise 13`. Shapes: b rows per microbatch, H hidden width (every stage maps (b, H) -> (b, H)).
@@ -47,6 +48,8 @@ def run_pipeline(
     s < S-1 sends its output to stage s+1; a B on s < S-1 receives d loss / d output from s+1; a B on s > 0
     sends d loss / d input to s-1. Every message carries tag_for(kind, microbatch, sending stage, m).
     Returns the last stage's outputs y_0..y_{m-1} (detached) on the rank that holds it, [] on the others.
-    `group` is None (the whole world) in this course, so a stage's rank is also its global rank.
+    `group` is None (the whole world) or a pipeline group of a larger world, whose members need not be
+    adjacent nor include rank 0: p and r are the group's size and this rank's place in it, and stages live
+    on group ranks, while send/recv address global ranks (dist.get_global_rank(group, j)).
     """
     raise NotImplementedError("TODO(13.executor): not implemented yet")

@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
+
+_GROUPS: dict[tuple[int, ...], Any] = {}
 
 
 def build_stage(weight: torch.Tensor, bias: torch.Tensor) -> nn.Module:
@@ -31,14 +34,25 @@ def pipeline(
     biases: list[torch.Tensor],
     inputs: list[torch.Tensor],
     targets: list[torch.Tensor],
-) -> dict[str, Any]:
+    members: list[int] | None = None,
+) -> dict[str, Any] | None:
     """Run `executor.run_pipeline` on this rank's chunks; return its outputs and every chunk's gradients.
 
     `schedule` names the kind of schedule ("gpipe", "1f1b", "random", "interleaved"); it is not used here,
-    but the grader's hang policy keys on it, so a deadlock on one kind does not skip the others.
+    but the grader's hang policy keys on it, so a deadlock on one kind does not skip the others. With
+    `members`, the pipeline runs over the process group of those global ranks (every rank creates it, the
+    others then do nothing and return None), and `actions` are this rank's by its group rank.
     """
     executor = ctx.submission("executor")
+    group = None
     p, r = ctx.world_size, ctx.rank
+    if members is not None:
+        key = tuple(members)
+        if key not in _GROUPS:  # every rank creates every group, once per world, in the same order
+            _GROUPS[key] = dist.new_group(list(key))
+        if ctx.rank not in members:
+            return None
+        group, p, r = _GROUPS[key], len(members), members.index(ctx.rank)
     num_chunks = len(weights) // p
     chunks = [
         build_stage(weights[c * p + r].to(ctx.device), biases[c * p + r].to(ctx.device))
@@ -49,9 +63,11 @@ def pipeline(
     def loss_fn(y: torch.Tensor, i: int) -> torch.Tensor:
         return 0.5 * ((y - targets[i]) ** 2).sum()  # squared error of microbatch i
 
-    outputs = executor.run_pipeline(
-        [tuple(a) for a in actions], chunks, [x.to(ctx.device) for x in inputs], loss_fn
-    )
+    microbatches = [x.to(ctx.device) for x in inputs]
+    if group is None:  # called as the public checks call it: no group argument at all
+        outputs = executor.run_pipeline([tuple(a) for a in actions], chunks, microbatches, loss_fn)
+    else:
+        outputs = executor.run_pipeline([tuple(a) for a in actions], chunks, microbatches, loss_fn, group)
     grads = [[chunk[0].weight.grad, chunk[0].bias.grad] for chunk in chunks]
     return {"outputs": outputs, "grads": grads}
 

@@ -108,3 +108,17 @@ def moe_layer(ctx: Any, **inputs: Any) -> dict[str, Any]:
             a["x"], a["router_weight"], a["w1"], a["w2"], a["k"], a["capacity_factor"]
         )
     return {"y": y, "tokens_per_expert": tokens_per_expert, "calls": calls}
+
+
+def moe_layer_twice(ctx: Any, **inputs: Any) -> dict[str, Any]:
+    """moe_forward twice in a row on the same tensors, as a training loop calls a layer: both outputs, and
+    the caller's tensors (x, router_weight, w1, w2: its experts) as they are after each call (a change the
+    second call undoes, such as a swap made twice, shows after the first)."""
+    moe = ctx.submission("moe")
+    a = _on(ctx, inputs)
+    args = (a["x"], a["router_weight"], a["w1"], a["w2"], a["k"], a["capacity_factor"])
+    ys, afters = [], []
+    for _ in range(2):
+        ys.append(moe.moe_forward(*args)[0])
+        afters.append({name: a[name].clone() for name in ("x", "router_weight", "w1", "w2")})
+    return {"ys": ys, "afters": afters}

@@ -103,7 +103,7 @@ def test_swift_cut_is_capped(world: World) -> None:
 
 
 @pytest.mark.part("18.simulate")
-@pytest.mark.concept("congestion_episode")
+@pytest.mark.concept("clock_restart")
 def test_congestion_episode_plot(world: World, artifact) -> None:  # type: ignore[no-untyped-def]
     """Runs the scripted congestion episode with your ecn.py and dcqcn.py; saves R_C and R_T against time."""
     spec = importlib.util.spec_from_file_location(

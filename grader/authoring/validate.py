@@ -8,8 +8,9 @@ For one exercise it grades, with one runner (one judge process, torch imported o
   4. the bug corpus, ``tests/corpus/NN_slug.yml``: plausible mistakes applied to the reference; each must
      fail a test of the concept it names, and so lose at least that concept's share of the points. A bug
      is graded on the parts it concerns only (``bug_parts``);
-  5. the weights (no grading): the exercise marks a core misconception, and each costs at least
-     ``CORE_SHARE_FLOOR`` of the exercise's points, summed over the concepts that name it (``core_problems``);
+  5. the contracts (``grader.authoring.contracts``): every concept is core or marked minor, each core
+     concept costs at least ``CORE_SHARE_FLOOR`` of the exercise on its own, and some bug of the corpus
+     breaks it alone; a bug failing tests of three or more concepts of its part is flagged (a warning);
   6. the generated inputs: every concept a generated test grades has a bug that the generated cases catch on
      their own (``grader.authoring.generated``);
   7. the timeouts (no grading of its own): each part's slowest reference test, and the slowest whole run,
@@ -31,11 +32,11 @@ from typing import Any
 import yaml
 
 from grader.authoring.check import stub_problems
+from grader.authoring.contracts import bundle_warnings, contract_rows, isolation_problems, weight_problems
 from grader.authoring.generated import generated_problems
 from grader.authoring.stubs import fresh_stubs
 from grader.authoring.timeouts import PartTime, part_times
 from grader.core.atomic import write_atomic
-from grader.core.catalogue import CORE_SHARE_FLOOR
 from grader.core.course import Course, Exercise
 from grader.core.errors import UsageError
 from grader.core.results import ExerciseResult, Status
@@ -107,6 +108,8 @@ class Validity:
     problems: list[str] = field(default_factory=list)
     timeouts: list[PartTime] = field(default_factory=list)
     """Each part's slowest reference test against its timeout (``grader.authoring.timeouts``)."""
+    warnings: list[str] = field(default_factory=list)
+    """What deserves a look but fails nothing: a bug that fails tests of many concepts of its part."""
 
     @property
     def ok(self) -> bool:
@@ -119,8 +122,12 @@ class Validity:
 
     @property
     def smallest_core_share(self) -> float | None:
-        """The smallest core misconception's share of the exercise (>= ``CORE_SHARE_FLOOR`` when valid)."""
+        """The smallest core concept's share of the exercise (>= ``CORE_SHARE_FLOOR`` when valid)."""
         return min(self.exercise.core_shares().values(), default=None)
+
+    def graded_bugs(self) -> list[tuple[str, str, ExerciseResult]]:
+        """Each bug's name, the concept its entry names, and its result."""
+        return [(b.bug["name"], b.bug["concept"], b.result) for b in self.bugs]
 
     def graded(self) -> dict[str, ExerciseResult]:
         """Every grading by case: 'reference-1'.., 'stubs', each alt's folder name, each bug's name."""
@@ -148,8 +155,9 @@ class Validity:
             "bugs_caught": _caught(self.bugs),
             "smallest_loss_per_concept": None if self.smallest_loss is None else round(self.smallest_loss, 3),
             "smallest_core_share": None if core is None else round(core, 4),
-            "concepts": concept_shares(self.exercise),
+            "concepts": contract_rows(self.exercise, self.references[0], self.graded_bugs()),
             "problems": self.problems,
+            "warnings": self.warnings,
             "timeouts": [t.to_dict() for t in self.timeouts],
             "alts": [{"name": a.name, "score": a.result.score, "max": a.result.max_score} for a in self.alts],
             "bugs": [
@@ -204,11 +212,14 @@ def validate_exercise(
         with mutated(reference_dir, bug) as folder:
             result = grade(folder, bug["name"], bug_parts(exercise, bug))
         bugs.append(judge_bug(exercise, bug, result))
-    problems = core_problems(exercise) + _reference_problems(references) + stub_problems(stubs)
+    graded = [(b.bug["name"], b.bug["concept"], b.result) for b in bugs]
+    problems = weight_problems(exercise) + _reference_problems(references) + stub_problems(stubs)
     problems += [a.problem for a in alts if a.problem] + [b.problem for b in bugs if b.problem]
-    problems += generated_problems(references[0], [(b.bug["name"], b.result) for b in bugs]) if runs else []
+    problems += generated_problems(references[0], [(name, result) for name, _, result in graded])
+    problems += isolation_problems(exercise, references[0], graded)
     timeouts = part_times(exercise, references)
-    return Validity(exercise, references, stubs, alts, bugs, problems, timeouts)
+    warnings = bundle_warnings(exercise, graded)
+    return Validity(exercise, references, stubs, alts, bugs, problems, timeouts, warnings)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -287,27 +298,6 @@ def mutated(reference: Path, bug: dict[str, Any]) -> Iterator[Path]:
 
 # ---------------------------------------------------------------------------------------------------------
 # verdicts
-
-
-def concept_shares(exercise: Exercise) -> list[dict[str, Any]]:
-    """Each concept's share of the exercise's points (0..1), with its part and its core name (or None)."""
-    return [
-        {"part": p.id, "concept": c.name, "share": round(exercise.share(p, c), 4), "core": c.core}
-        for p in exercise.parts
-        for c in p.concepts
-    ]
-
-
-def core_problems(exercise: Exercise) -> list[str]:
-    """An exercise with parts that marks no core misconception, and each core one that costs too little."""
-    shares = exercise.core_shares()
-    if not shares and any(p.concepts for p in exercise.parts):
-        return ["weights: no concept marks a core misconception (`core:` in concepts.yml)"]
-    return [
-        f"weights: core misconception {name!r} is {share:.1%} of the exercise, under {CORE_SHARE_FLOOR:.0%}"
-        for name, share in shares.items()
-        if share < CORE_SHARE_FLOOR - 1e-9
-    ]
 
 
 def judge_bug(exercise: Exercise, bug: dict[str, Any], result: ExerciseResult) -> BugOutcome:

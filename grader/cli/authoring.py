@@ -70,6 +70,11 @@ def add_validate(commands: Subcommands) -> None:
     validate.add_argument("--runs", type=int, default=3, help="gradings of the reference (default 3)")
     validate.add_argument("--json", type=Path, help="write the validity table here as JSON")
     validate.add_argument(
+        "--contracts",
+        action="store_true",
+        help="per concept: its share, core or minor, the bugs that break it alone, its generated tests",
+    )
+    validate.add_argument(
         "--results", type=Path, help="write every graded result here, as NN_slug/<case>.json (results.json)"
     )
     validate.add_argument(
@@ -138,6 +143,7 @@ def _validate_one(
     """Validate ``exercise`` under a status line, add its row to ``table``, print its problems and (with
     ``--results``) write its graded results. Its row of the JSON table; a corpus entry that cannot be
     applied is printed and is that row's one problem."""
+    from grader.authoring.contracts import contract_lines
     from grader.authoring.timeouts import timeout_problems
     from grader.authoring.validate import CorpusError, validate_exercise
 
@@ -164,9 +170,14 @@ def _validate_one(
         found.write_results(args.results / exercise.dirname)
     _add_validity_row(table, exercise, row, ok=found.ok)
     _print_shares(console, exercise, row)
+    if args.contracts:
+        for line, short in contract_lines(f"{exercise.key} {exercise.slug}", row["concepts"]):
+            console.print(line, soft_wrap=True, markup=False, highlight=False, style="red" if short else None)
     console.print(_timeouts_table(exercise, row))
     for problem in found.problems:
         console.print(labelled(exercise.key, "red", problem), soft_wrap=True)
+    for warning in found.warnings:
+        console.print(f"{exercise.key} warning: {warning}", soft_wrap=True, markup=False, style="yellow")
     for warning in timeout_problems(found.timeouts):  # a figure of this machine's load, not of the course
         console.print(f"{exercise.key} warning: {warning}", soft_wrap=True, markup=False, style="yellow")
     return row
@@ -187,15 +198,14 @@ def _add_validity_row(table: Table, exercise: Exercise, row: dict[str, Any], *, 
 
 
 def _print_shares(console: Console, exercise: Exercise, row: dict[str, Any]) -> None:
-    """One line per concept: its share of the exercise and its core misconception with that one's summed
-    share (red under the floor); under it, each bug naming the concept with its loss, as a share of the
-    exercise. Plain lines, not a table: bug names stay whole at any terminal width."""
-    cores = exercise.core_shares()
+    """One line per concept: its share of the exercise and its core misconception (red under the floor);
+    under it, each bug naming the concept with its loss, as a share of the exercise. Plain lines, not a
+    table: bug names stay whole at any terminal width."""
     console.print(f"{exercise.key} {exercise.slug}: each concept's share of the exercise; bugs: their loss")
     for entry in row["concepts"]:
         core = entry["core"]
-        summed = f"  core {core} ({cores[core]:.1%})" if core else ""
-        if core and cores[core] < CORE_SHARE_FLOOR - 1e-9:
+        summed = f"  core {core}" if core else ""
+        if core and entry["share"] < CORE_SHARE_FLOOR - 1e-9:
             summed = f"[red]{summed}[/]"
         console.print(f"  {entry['part']} {entry['concept']} {entry['share']:.1%}{summed}", soft_wrap=True)
         for bug in (b for b in row["bugs"] if b["concept"] == entry["concept"]):

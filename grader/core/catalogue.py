@@ -15,7 +15,8 @@ from grader.core.errors import UsageError
 DEVICES = ("cpu", "gpu")
 """What a part's ``device`` may be."""
 CORE_SHARE_FLOOR = 0.10
-"""The least share of its exercise's points a core misconception may cost, summed over its concepts."""
+"""The least share of its exercise's points each core concept costs on its own (issue 41: a bug that breaks
+only that concept loses that share, so a summed misconception no longer hides a 3 % concept)."""
 
 
 class CourseConfigError(UsageError):
@@ -35,7 +36,9 @@ class Concept:
     students, so it names no answer."""
     core: str | None = None
     """The misconception the concept guards, where a TA would call missing it "did not understand the
-    exercise"; the concepts of an exercise sharing a name count together (``Exercise.core_shares``)."""
+    exercise"; each core concept is worth at least ``CORE_SHARE_FLOOR`` of its exercise on its own."""
+    minor: str | None = None
+    """Instead of ``core``: one line saying why missing this stated contract is not missing the exercise."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,14 +132,14 @@ class Exercise:
             raise CourseConfigError(f"exercise {self.key} ({self.slug}) cannot be used: {self.problem}")
         return self
 
-    def core_shares(self) -> dict[str, float]:
-        """Each core misconception's share of the exercise's points, summed over the concepts naming it."""
-        found: dict[str, float] = {}
-        for part in self.parts:
-            for concept in part.concepts:
-                if concept.core is not None:
-                    found[concept.core] = found.get(concept.core, 0.0) + self.share(part, concept)
-        return found
+    def core_shares(self) -> dict[tuple[str, str], float]:
+        """Each core concept's share of the exercise's points, by (part id, concept name)."""
+        return {
+            (part.id, concept.name): self.share(part, concept)
+            for part in self.parts
+            for concept in part.concepts
+            if concept.core is not None
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -58,8 +58,9 @@ def load_concepts(path: Path, exercise: Exercise) -> tuple[Part, ...]:
 
 
 def _concept(reader: YamlReader, node: yaml.Node, name: str, where: str) -> Concept:
-    """One concept's entry: ``weight`` and ``idea``; ``why`` (one line) and ``core`` (a name) optional."""
-    f = reader.mapping(node, where, required=("weight", "idea"), optional=("why", "core"))
+    """One concept's entry: ``weight`` and ``idea``; ``why`` (one line) and ``core`` (a name), or ``minor``
+    (one line: why missing it is not missing the exercise) instead of both, optional."""
+    f = reader.mapping(node, where, required=("weight", "idea"), optional=("why", "core", "minor"))
     idea = reader.string(f["idea"], f"{where}.idea").strip()
     if len(idea) < 40:
         raise reader.fail(f["idea"], f"{where}.idea", "expected a sentence a student can learn from")
@@ -68,4 +69,9 @@ def _concept(reader: YamlReader, node: yaml.Node, name: str, where: str) -> Conc
     if "why" in f and (len(why) < 20 or "\n" in why):
         raise reader.fail(f["why"], f"{where}.why", "expected one line saying why the concept weighs this")
     core = reader.name(f["core"], f"{where}.core") if "core" in f else None
-    return Concept(name=name, weight=weight, idea=idea, why=why, core=core)
+    minor = reader.string(f["minor"], f"{where}.minor").strip() if "minor" in f else None
+    if minor is not None and ({"core", "why"} & set(f)):
+        raise reader.fail(f["minor"], f"{where}.minor", "a minor concept takes no `core:` and no `why:`")
+    if minor is not None and (len(minor) < 20 or "\n" in minor):
+        raise reader.fail(f["minor"], f"{where}.minor", "expected one line saying why it is minor")
+    return Concept(name=name, weight=weight, idea=idea, why=why, core=core, minor=minor)

@@ -4,7 +4,9 @@ overwritten, results bound to a new tensor instead of written into the caller's,
 sums taken in the wrong dtype, and broadcasts or all-to-alls that take more rounds or messages than theory.
 
 Every expected value is computed here, in the judge, with plain torch on integer-valued tensors: the result
-torch.distributed's own collective gives, compared exactly.
+torch.distributed's own collective gives, compared exactly. The caller's inputs are checked in tests of their
+own (core: a collective that sums into them is right and still breaks its caller), so a bug that writes into
+them costs that concept, not every result concept of its part.
 """
 
 import math
@@ -215,7 +217,7 @@ def test_reduce_sum_on_every_root(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce")
-@pytest.mark.concept("reduce_scratch")
+@pytest.mark.concept("reduce_inputs_untouched")
 def test_reduce_leaves_other_ranks_unchanged(world: World) -> None:
     p = world.size
     for dst in roots(p):
@@ -228,6 +230,28 @@ def test_reduce_leaves_other_ranks_unchanged(world: World) -> None:
                     rank=res.rank,
                     world_size=p,
                     what=f"tensor on a rank other than dst={dst} (it must be left unchanged)",
+                )
+
+
+@pytest.mark.part("01.reduce")
+@pytest.mark.concept("reduce_inputs_untouched")
+@pytest.mark.generated
+def test_reduce_leaves_inputs_unchanged_call_after_call(world: World) -> None:
+    # Three calls in a row, roots and shapes drawn here: every rank but dst reads its tensor after each.
+    p = world.size
+    g = drawn(p, 7)
+    for call_no in range(3):
+        dst = int(torch.randint(0, p, (1,), generator=g))
+        shape = tuple(torch.randint(1, 4, (2,), generator=g).tolist())
+        inputs = [rand(shape, torch.int64, seed=90 * call_no + r) for r in range(p)]
+        for res in call(world, "reduce", [(inputs[r], dst) for r in range(p)]):
+            if res.rank != dst:
+                assert_equal(
+                    res.args[0],
+                    inputs[res.rank],
+                    rank=res.rank,
+                    world_size=p,
+                    what=f"tensor on a rank other than dst={dst}, call {call_no + 1} (must not change)",
                 )
 
 
@@ -304,7 +328,10 @@ def gather_args(inputs: list[torch.Tensor], fill: int = -7) -> list[tuple]:
     return [([torch.full_like(x, fill) for x in inputs], inputs[r]) for r in range(len(inputs))]
 
 
-def check_gather(results: list, inputs: list[torch.Tensor], p: int, what: str = "") -> None:
+def check_gather(
+    results: list, inputs: list[torch.Tensor], p: int, what: str = "", *, input_kept: bool = False
+) -> None:
+    """Every slot; with ``input_kept`` also the caller's own `tensor` (gather_slots' tests only)."""
     for res in results:
         tensor_list, tensor = res.args
         assert len(tensor_list) == p
@@ -312,16 +339,17 @@ def check_gather(results: list, inputs: list[torch.Tensor], p: int, what: str = 
             assert_equal(
                 tensor_list[j], inputs[j], rank=res.rank, world_size=p, what=f"tensor_list[{j}]{what}"
             )
-        assert_equal(
-            tensor, inputs[res.rank], rank=res.rank, world_size=p, what="input tensor (must not change)"
-        )
+        if input_kept:
+            assert_equal(
+                tensor, inputs[res.rank], rank=res.rank, world_size=p, what="input tensor (must not change)"
+            )
 
 
 @pytest.mark.part("01.all_gather")
 @pytest.mark.concept("gather_slots")
 def test_all_gather_int64(world: World) -> None:
     inputs = [rand((5,), torch.int64, seed=r) for r in range(world.size)]
-    check_gather(call(world, "all_gather", gather_args(inputs)), inputs, world.size)
+    check_gather(call(world, "all_gather", gather_args(inputs)), inputs, world.size, input_kept=True)
 
 
 @pytest.mark.part("01.all_gather")
@@ -351,7 +379,9 @@ def test_all_gather_uneven_sizes(world: World) -> None:
 def test_all_gather_overwrites_every_slot(world: World) -> None:
     # Slots start full of garbage, own slot included: all of them must be written, not added to.
     inputs = [torch.full((4,), 10 + r, dtype=torch.int64) for r in range(world.size)]
-    check_gather(call(world, "all_gather", gather_args(inputs, fill=999)), inputs, world.size)
+    check_gather(
+        call(world, "all_gather", gather_args(inputs, fill=999)), inputs, world.size, input_kept=True
+    )
 
 
 @pytest.mark.part("01.all_gather")
@@ -380,19 +410,24 @@ def scatter_inputs(shapes: list[tuple[int, ...]], dtype: torch.dtype, seed: int)
 def check_reduce_scatter(
     world: World, inputs: list[list[torch.Tensor]], fill: int = 0, what: str = ""
 ) -> None:
+    """The output of every rank (its input_list is rs_inputs_untouched's to check)."""
     p = world.size
     args = [(torch.full_like(inputs[0][r], fill), [x.clone() for x in inputs[r]]) for r in range(p)]
     for res in call(world, "reduce_scatter", args):
-        output, input_list = res.args
         expected = total([inputs[r][res.rank] for r in range(p)])
-        assert_equal(output, expected, rank=res.rank, world_size=p, what=f"output{what}")
-        for j in range(p):
+        assert_equal(res.args[0], expected, rank=res.rank, world_size=p, what=f"output{what}")
+
+
+def check_input_list_kept(results: list, inputs: list[list[torch.Tensor]], what: str) -> None:
+    """Each rank's input_list after the call holds what the caller put there."""
+    for res in results:
+        for j, (got, want) in enumerate(zip(res.args[1], inputs[res.rank], strict=True)):
             assert_equal(
-                input_list[j],
-                inputs[res.rank][j],
+                got,
+                want,
                 rank=res.rank,
-                world_size=p,
-                what=f"input_list[{j}] (must not change)",
+                world_size=len(inputs),
+                what=f"input_list[{j}] {what} (must not change)",
             )
 
 
@@ -451,6 +486,20 @@ def test_reduce_scatter_moves_minimal_data(world: World) -> None:
         )
 
 
+@pytest.mark.part("01.reduce_scatter")
+@pytest.mark.concept("rs_inputs_untouched")
+@pytest.mark.generated
+def test_reduce_scatter_leaves_input_list_unchanged(world: World) -> None:
+    # Three calls in a row on seeded sizes, output full of garbage: the caller reads input_list after each.
+    p = world.size
+    g = drawn(p, 6)
+    for call_no in range(3):
+        sizes = torch.randint(1, 5, (p,), generator=g).tolist()
+        inputs = scatter_inputs([(s,) for s in sizes], torch.int64, seed=20 * call_no)
+        args = [(torch.full_like(inputs[0][r], 5), [x.clone() for x in inputs[r]]) for r in range(p)]
+        check_input_list_kept(call(world, "reduce_scatter", args), inputs, f"after call {call_no + 1}")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # all_to_all
 
@@ -461,7 +510,15 @@ def a2a_inputs(sizes, dtype: torch.dtype, seed: int, make=rand) -> list[list[tor
     return [[make((sizes[r][j],), dtype, seed=seed + p * r + j) for j in range(p)] for r in range(p)]
 
 
-def check_all_to_all(world: World, inputs: list[list[torch.Tensor]], fill: int = 0, what: str = "") -> list:
+def check_all_to_all(
+    world: World,
+    inputs: list[list[torch.Tensor]],
+    fill: int = 0,
+    what: str = "",
+    *,
+    inputs_kept: bool = False,
+) -> list:
+    """Every output slot; with ``inputs_kept`` also the caller's input_tensor_list (a2a_transpose's tests)."""
     p = world.size
     args = [
         ([torch.full_like(inputs[j][r], fill) for j in range(p)], [x.clone() for x in inputs[r]])
@@ -478,20 +535,23 @@ def check_all_to_all(world: World, inputs: list[list[torch.Tensor]], fill: int =
                 world_size=p,
                 what=f"output_tensor_list[{j}]{what} (rank {j}'s input_tensor_list[{res.rank}])",
             )
-            assert_equal(
-                input_list[j],
-                inputs[res.rank][j],
-                rank=res.rank,
-                world_size=p,
-                what=f"input_tensor_list[{j}] (must not change)",
-            )
+            if inputs_kept:
+                assert_equal(
+                    input_list[j],
+                    inputs[res.rank][j],
+                    rank=res.rank,
+                    world_size=p,
+                    what=f"input_tensor_list[{j}] (must not change)",
+                )
     return results
 
 
 @pytest.mark.part("01.all_to_all")
 @pytest.mark.concept("a2a_transpose")
 def test_all_to_all_int64(world: World) -> None:
-    check_all_to_all(world, a2a_inputs([[3] * world.size] * world.size, torch.int64, seed=0))
+    check_all_to_all(
+        world, a2a_inputs([[3] * world.size] * world.size, torch.int64, seed=0), inputs_kept=True
+    )
 
 
 @pytest.mark.part("01.all_to_all")
@@ -517,7 +577,8 @@ def test_all_to_all_uneven_splits(world: World) -> None:
 @pytest.mark.concept("a2a_transpose")
 def test_all_to_all_overwrites_every_slot(world: World) -> None:
     # Output slots start full of garbage, own slot included.
-    check_all_to_all(world, a2a_inputs([[4] * world.size] * world.size, torch.int64, seed=8), fill=999)
+    inputs = a2a_inputs([[4] * world.size] * world.size, torch.int64, seed=8)
+    check_all_to_all(world, inputs, fill=999, inputs_kept=True)
 
 
 @pytest.mark.part("01.all_to_all")
@@ -611,6 +672,7 @@ def drawn(p: int, salt: int) -> torch.Generator:
 
 @pytest.mark.part("01.broadcast")
 @pytest.mark.concept("bcast_copy")
+@pytest.mark.generated
 def test_broadcast_seeded(world: World) -> None:
     p = world.size
     g = drawn(p, 1)
@@ -628,6 +690,7 @@ def test_broadcast_seeded(world: World) -> None:
 
 @pytest.mark.part("01.reduce")
 @pytest.mark.concept("reduce_sum")
+@pytest.mark.generated
 def test_reduce_seeded(world: World) -> None:
     p = world.size
     g = drawn(p, 2)
@@ -641,6 +704,7 @@ def test_reduce_seeded(world: World) -> None:
 
 @pytest.mark.part("01.all_gather")
 @pytest.mark.concept("gather_uneven")
+@pytest.mark.generated
 def test_all_gather_seeded_sizes(world: World) -> None:
     p = world.size
     sizes = torch.randint(0, 6, (p,), generator=drawn(p, 3)).tolist()  # an empty tensor is a tensor too
@@ -650,6 +714,7 @@ def test_all_gather_seeded_sizes(world: World) -> None:
 
 @pytest.mark.part("01.reduce_scatter")
 @pytest.mark.concept("rs_uneven")
+@pytest.mark.generated
 def test_reduce_scatter_seeded_sizes(world: World) -> None:
     p = world.size
     sizes = torch.randint(1, 6, (p,), generator=drawn(p, 4)).tolist()
@@ -660,6 +725,7 @@ def test_reduce_scatter_seeded_sizes(world: World) -> None:
 
 @pytest.mark.part("01.all_to_all")
 @pytest.mark.concept("a2a_uneven")
+@pytest.mark.generated
 def test_all_to_all_seeded_splits(world: World) -> None:
     p = world.size
     sizes = torch.randint(0, 5, (p, p), generator=drawn(p, 5)).tolist()  # some blocks empty
@@ -668,7 +734,8 @@ def test_all_to_all_seeded_splits(world: World) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 # sub-groups: `group` is any process group holding this rank, drawn here from seeds. Members need not be
-# 0..k-1 nor adjacent, roots and slots are group ranks, and ranks outside the group take no part. The rank
+# 0..k-1 nor adjacent, roots and slots are group ranks, and ranks outside the group take no part. A result
+# over a sub-group is the result: these tests grade each part's postcondition concept. The rank
 # program (exercises/01_comm_primitives/rank_programs.py) makes the groups and calls the function.
 
 
@@ -725,7 +792,8 @@ def group_roots(split: list[list[int]], p: int, salt: int) -> list[int]:
 
 
 @pytest.mark.part("01.broadcast")
-@pytest.mark.concept("bcast_subgroup")
+@pytest.mark.concept("bcast_copy")
+@pytest.mark.generated
 @pytest.mark.parametrize("world", [6, 8], indirect=True)
 def test_broadcast_in_subgroups(world: World) -> None:
     p = world.size
@@ -743,7 +811,8 @@ def test_broadcast_in_subgroups(world: World) -> None:
 
 
 @pytest.mark.part("01.reduce")
-@pytest.mark.concept("reduce_subgroup")
+@pytest.mark.concept("reduce_sum")
+@pytest.mark.generated
 @pytest.mark.parametrize("world", [6, 8], indirect=True)
 def test_reduce_in_subgroups(world: World) -> None:
     p = world.size
@@ -758,13 +827,11 @@ def test_reduce_in_subgroups(world: World) -> None:
             assert_equal(
                 after[dst][0], total([a[0] for a in made]), what=f"{where(members, dst, p)}: sum on dst={dst}"
             )
-            for j, got in enumerate(after):
-                if j != dst:
-                    assert_equal(got[0], made[j][0], what=f"{where(members, j, p)} (not dst: unchanged)")
 
 
 @pytest.mark.part("01.all_gather")
-@pytest.mark.concept("gather_subgroup")
+@pytest.mark.concept("gather_slots")
+@pytest.mark.generated
 @pytest.mark.parametrize("world", [6, 8], indirect=True)
 def test_all_gather_in_subgroups(world: World) -> None:
     p = world.size
@@ -778,10 +845,14 @@ def test_all_gather_in_subgroups(world: World) -> None:
             for j, got in enumerate(after):
                 for i in range(len(members)):
                     assert_equal(got[0][i], made[i][1], what=f"{where(members, j, p)}: tensor_list[{i}]")
+                assert_equal(
+                    got[1], made[j][1], what=f"{where(members, j, p)}: input tensor (must not change)"
+                )
 
 
 @pytest.mark.part("01.reduce_scatter")
-@pytest.mark.concept("rs_subgroup")
+@pytest.mark.concept("rs_sum")
+@pytest.mark.generated
 @pytest.mark.parametrize("world", [6, 8], indirect=True)
 def test_reduce_scatter_in_subgroups(world: World) -> None:
     p = world.size
@@ -798,7 +869,8 @@ def test_reduce_scatter_in_subgroups(world: World) -> None:
 
 
 @pytest.mark.part("01.all_to_all")
-@pytest.mark.concept("a2a_subgroup")
+@pytest.mark.concept("a2a_transpose")
+@pytest.mark.generated
 @pytest.mark.parametrize("world", [6, 8], indirect=True)
 def test_all_to_all_in_subgroups(world: World) -> None:
     p = world.size
@@ -816,10 +888,16 @@ def test_all_to_all_in_subgroups(world: World) -> None:
                     assert_equal(
                         got[0][i], made[i][1][j], what=f"{where(members, j, p)}: output_tensor_list[{i}]"
                     )
+                    assert_equal(
+                        got[1][i],
+                        made[j][1][i],
+                        what=f"{where(members, j, p)}: input_tensor_list[{i}] (kept)",
+                    )
 
 
 @pytest.mark.part("01.all_reduce")
-@pytest.mark.concept("allreduce_subgroup")
+@pytest.mark.concept("allreduce_sum")
+@pytest.mark.generated
 @pytest.mark.parametrize("world", [6, 8], indirect=True)
 def test_all_reduce_in_subgroups(world: World) -> None:
     p = world.size

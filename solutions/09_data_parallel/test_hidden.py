@@ -131,7 +131,8 @@ def test_naive_grad_is_full_batch_mean(world: World) -> None:
 @pytest.mark.concept("identical_start")
 @pytest.mark.part("09.naive")
 def test_naive_broadcast_from_rank0(world: World) -> None:
-    expected, inputs = setup(world, CHAIN, seed=4, steps=2)
+    # Only the broadcast is judged here: what training does after it is gradient_mean's.
+    _, inputs = setup(world, CHAIN, seed=4, steps=2)
     for r, inp in enumerate(inputs):  # every rank starts from different weights; rank 0's must win
         inp["weights"] = [w + 0.5 * r for w in inp["weights"]]
     results = world.run("rank_programs:train_naive", inputs=inputs)
@@ -144,23 +145,25 @@ def test_naive_broadcast_from_rank0(world: World) -> None:
                 world_size=world.size,
                 what=f"parameter {j} after broadcast_parameters (rank 0's value)",
             )
-    check_params(results, expected, "after 2 SGD steps from rank 0's weights")
 
 
 @pytest.mark.concept("identical_start")
 @pytest.mark.part("09.naive")
+@pytest.mark.generated
 def test_naive_broadcast_overwrites_buffers(world: World) -> None:
     # A BatchNorm after the chain: its running statistics and step counter are buffers, not parameters, and
-    # a replica that keeps its own would normalise differently from the others. src=1 where there is one.
-    src = 1 if world.size > 1 else 0
+    # a replica that keeps its own would normalise differently from the others. The source rank and every
+    # buffer's values are drawn here, so no rank and no value is special.
+    rng = random.Random(900 + world.size)
+    src = rng.randrange(world.size)
     weights = weights_for(CHAIN, seed=8)
     width = CHAIN[-1]
     inputs = []
     for r in range(world.size):
         buffers = [
-            torch.arange(width, dtype=torch.float64) + 10 * r,  # running_mean
-            torch.full((width,), 1.0 + r, dtype=torch.float64),  # running_var
-            torch.tensor(100 + r, dtype=torch.int64),  # num_batches_tracked
+            torch.tensor([rng.uniform(-5, 5) for _ in range(width)], dtype=torch.float64),  # running_mean
+            torch.tensor([rng.uniform(0.5, 3) for _ in range(width)], dtype=torch.float64),  # running_var
+            torch.tensor(rng.randrange(1000), dtype=torch.int64),  # num_batches_tracked
         ]
         inputs.append(dict(weights=[w + 0.25 * r for w in weights], buffers=buffers, src=src))
     for res in world.run("rank_programs:broadcast_state", inputs=inputs):
@@ -205,10 +208,10 @@ def test_naive_one_blocking_allreduce_per_parameter(world: World) -> None:
 @pytest.mark.concept("one_allreduce_per_gradient")
 @pytest.mark.part("09.naive")
 def test_naive_frozen_first_layer(world: World) -> None:
-    expected, inputs = setup(world, CHAIN, seed=6, steps=2, frozen_first=True)
-    results = world.run("rank_programs:train_naive", inputs=inputs)
-    check_params(results, expected, "with the first layer frozen")
-    for res in results:
+    # The collectives only (the values of a frozen model's training are gradient_mean's): a frozen
+    # parameter has no gradient, so no all-reduce, and must not crash the scheme.
+    _, inputs = setup(world, CHAIN, seed=6, steps=2, frozen_first=True)
+    for res in world.run("rank_programs:train_naive", inputs=inputs):
         n = res.comm.collectives.count("all_reduce")
         assert n == 2 * 4, f"rank {res.rank}: {n} all-reduces; frozen parameters (grad None) need none, so 8"
 
@@ -269,12 +272,17 @@ def numels(widths: list[int], frozen_first: bool = False, head_first: bool = Fal
     return sizes[2:] if frozen_first else sizes
 
 
-def bucketed(world: World, widths: list[int], *, cap: int, seed: int, steps: int = 3, **flags: Any) -> list:
+def bucketed(
+    world: World, widths: list[int], *, cap: int, seed: int, steps: int = 3, values: bool = True, **flags: Any
+) -> list:
+    """BucketedDDP's training run and its bucket plan; with ``values`` (bucketed_mean's tests only) also the
+    parameters it trained, so a wrong mean costs that concept and not those of the launch log."""
     expected, inputs = setup(world, widths, seed=seed, steps=steps, **flags)
     for inp in inputs:
         inp["cap_bytes"] = cap
     results = world.run("rank_programs:train_bucketed", inputs=inputs)
-    check_params(results, expected, f"after {steps} steps of BucketedDDP (cap {cap} B)")
+    if values:
+        check_params(results, expected, f"after {steps} steps of BucketedDDP (cap {cap} B)")
     for res in results:
         check_bucket_partition(res, numels(widths, **flags), cap)
     return results
@@ -319,7 +327,7 @@ def test_bucketed_default_cap_one_bucket(world: World) -> None:
 @pytest.mark.part("09.overlap")
 def test_one_allreduce_per_bucket_in_bucket_order(world: World) -> None:
     sizes = numels(CHAIN)
-    for res in bucketed(world, CHAIN, cap=200, seed=13):
+    for res in bucketed(world, CHAIN, cap=200, seed=13, values=False):
         want = [sum(sizes[i] for i in bucket) for bucket in res.value["buckets"]]
         for step, log in enumerate(res.value["logs"]):
             got = [ev[2] for _, ev in launches(log)]
@@ -332,7 +340,7 @@ def test_one_allreduce_per_bucket_in_bucket_order(world: World) -> None:
 @pytest.mark.concept("async_overlap")
 @pytest.mark.part("09.overlap")
 def test_allreduces_async_and_waited_before_step(world: World) -> None:
-    for res in bucketed(world, CHAIN, cap=200, seed=14):
+    for res in bucketed(world, CHAIN, cap=200, seed=14, values=False):
         for step, log in enumerate(res.value["logs"]):
             where = f"rank {res.rank}, step {step}"
             started = launches(log)
@@ -356,7 +364,7 @@ def test_allreduces_async_and_waited_before_step(world: World) -> None:
 @pytest.mark.concept("async_overlap")
 @pytest.mark.part("09.overlap")
 def test_each_bucket_launched_as_soon_as_complete(world: World) -> None:
-    for res in bucketed(world, CHAIN, cap=200, seed=15):
+    for res in bucketed(world, CHAIN, cap=200, seed=15, values=False):
         b = res.value["buckets"]
         for step, log in enumerate(res.value["logs"]):
             ready = {ev[1]: pos for pos, ev in enumerate(log) if ev[0] == "ready"}
@@ -379,7 +387,7 @@ def test_head_first_model_launches_in_bucket_order(world: World) -> None:
     # Parameters: head.w (15), head.b (3), body.w (20), body.b (5). Cap 200 B: buckets [[3, 2], [1, 0]]
     # of 25 and 18 elements. Backward finishes the head's bucket 1 first, but bucket 0 must go first.
     sizes = numels(PAIR, head_first=True)
-    for res in bucketed(world, PAIR, cap=200, seed=16, head_first=True):
+    for res in bucketed(world, PAIR, cap=200, seed=16, head_first=True, values=False):
         want = [sum(sizes[i] for i in bucket) for bucket in res.value["buckets"]]
         for step, log in enumerate(res.value["logs"]):
             got = [ev[2] for _, ev in launches(log)]
@@ -449,7 +457,7 @@ def check_groups(results: list, expected: dict, what: str) -> None:
 GROUPS = [[0, 1, 2], [3]]  # on 4 ranks: a group of 3 and a group of 1
 
 
-@pytest.mark.concept("process_group")
+@pytest.mark.concept("gradient_mean")
 @pytest.mark.part("09.naive")
 @pytest.mark.parametrize("world", [4], indirect=True)
 def test_naive_averages_over_its_group(world: World) -> None:
@@ -475,7 +483,7 @@ def test_bucketed_drawn_model_and_cap_five_ranks(world: World) -> None:
             )
 
 
-@pytest.mark.concept("bucketed_group")
+@pytest.mark.concept("bucketed_mean")
 @pytest.mark.part("09.overlap")
 @pytest.mark.parametrize("world", [4], indirect=True)
 def test_bucketed_averages_over_its_group(world: World) -> None:

@@ -256,15 +256,20 @@ def test_row_weight_and_input_grad_slices(world: World) -> None:
 @pytest.mark.part("10.row_parallel")
 @pytest.mark.concept("row_bias_once")
 def test_row_bias_added_once(world: World) -> None:
-    results, expect = row_case(
-        world, rand(B, S, 8, seed=3), with_bias=True, seed=30
-    )  # a large bias: R*b shows
-    for res in results:
+    x = rand(B, S, 8, seed=3)
+    results, expect = row_case(world, x, with_bias=True, seed=30)  # a large bias: R*b shows
+    without, _ = row_case(world, x, with_bias=False, seed=30)
+    bias = rand(6, seed=31, scale=3.0)  # row_case's bias for seed 30
+    for res, plain in zip(results, without, strict=True):
         shape = res.value["shapes"].get("bias")
         assert shape == [6], (
             f"rank {res.rank}: bias of shape {shape}, expected [6]: whole on every rank, not split"
         )
-    check_values(results, expect, x_grad=False, only=["bias"])
+        # YOUR output with the bias minus YOUR output without: the bias once (whether the sum of the
+        # partial products is right is g_sums_partial_products' question, issue 41)
+        check(res, world.size, {"output with minus without the bias": res.value["out"] - plain.value["out"]},
+              {"output with minus without the bias": bias.expand_as(res.value["out"])}, "")  # fmt: skip
+    check_values(results, expect, out=False, x_grad=False, only=["bias"])
 
 
 @pytest.mark.part("10.row_parallel")

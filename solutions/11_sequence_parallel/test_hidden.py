@@ -30,7 +30,9 @@ floats each 2-byte term is 4x larger and the 1-byte mask stays: TP sbh(17 + 64/t
 from __future__ import annotations
 
 import itertools
+import random
 from collections import Counter
+from typing import Any
 
 import pytest
 import torch
@@ -122,8 +124,10 @@ def test_one_collective_each_way(world: World) -> None:
         xs = [ints((n, 1, 3), seed=r) for r in range(t)]
         dys = [ints((t * s if which == "gather" else s, 1, 3), seed=50 + r) for r in range(t)]
         for res in run_region(world, which, xs, dys):
-            got = (kinds(res.value["fwd"]), kinds(res.value["bwd"]))
-            assert got == (Counter({fwd: 1}), Counter({bwd: 1})), (
+            # A budget: at most these, and no other collective. A region that skips its backward collective
+            # computes a wrong gradient, which conjugate_collectives grades.
+            got_f, got_b = kinds(res.value["fwd"]), kinds(res.value["bwd"])
+            assert got_f <= Counter({fwd: 1}) and got_b <= Counter({bwd: 1}), (
                 f"rank {res.rank}/{t}: the {which} region called {res.value['fwd']} forward and "
                 f"{res.value['bwd']} backward; it takes one {fwd} forward and one {bwd} backward "
                 f"(each is the other's backward: Megatron's g and g-bar)"
@@ -210,7 +214,9 @@ def test_linear_collectives(world: World) -> None:
         assert fwd == Counter({AG: 1}), (
             f"rank {res.rank}/{t}: forward called {res.value['fwd']}; it takes exactly one all-gather"
         )
-        assert bwd == Counter({AG: 1, RS: 1}), (
+        # At most one all-gather: none only if the gathered input was saved, which shard_saved_for_backward
+        # grades (the memory), not this budget.
+        assert bwd.get(RS) == 1 and bwd <= Counter({AG: 1, RS: 1}), (
             f"rank {res.rank}/{t}: backward called {res.value['bwd']}; it takes one all-gather (the input, "
             "again, for grad W) and one reduce-scatter (grad X back to the shards)"
         )
@@ -374,9 +380,22 @@ def dropout_facts(world: World, shape: tuple[int, ...], p: float, seed: int) -> 
 @pytest.mark.part("11.dropout")
 @pytest.mark.concept("per_rank_dropout_stream")
 @pytest.mark.parametrize("world", [3, 4], indirect=True)
-def test_dropout_stream_is_this_ranks_own_and_reproducible(world: World) -> None:
+def test_dropout_stream_is_this_ranks_own(world: World) -> None:
+    t = world.size
+    results, _ = dropout_facts(world, (4, 2, 8), 0.5, seed=3)  # 64 elements: two equal masks by chance, 2^-64
+    for a, b in itertools.combinations(results, 2):
+        assert not torch.equal(a.value["first"], b.value["first"]), (
+            f"ranks {a.rank} and {b.rank} of {t} drew the same dropout mask: with one shared random stream, "
+            "token i of every shard is dropped together; each rank needs its own stream"
+        )
+
+
+@pytest.mark.part("11.dropout")
+@pytest.mark.concept("dropout_mask_from_arguments")
+@pytest.mark.parametrize("world", [3, 4], indirect=True)
+def test_dropout_mask_depends_on_its_arguments_only(world: World) -> None:
     t, p = world.size, 0.5
-    results, x = dropout_facts(world, (4, 2, 8), p, seed=3)  # 64 elements: two equal masks by chance, 2^-64
+    results, x = dropout_facts(world, (4, 2, 8), p, seed=3)
     for res in results:
         r, v = res.rank, res.value
         assert_equal(
@@ -393,11 +412,50 @@ def test_dropout_stream_is_this_ranks_own_and_reproducible(world: World) -> None
         assert_close(
             v["on_x"], x * v["first"], rank=r, world_size=t, what="dropout of x vs x * dropout of ones", **TOL
         )
-    for a, b in itertools.combinations(results, 2):
-        assert not torch.equal(a.value["first"], b.value["first"]), (
-            f"ranks {a.rank} and {b.rank} of {t} drew the same dropout mask: with one shared random stream, "
-            "token i of every shard is dropped together; each rank needs its own stream"
-        )
+
+
+def dropout_call_list(rng: random.Random) -> list[dict[str, Any]]:
+    """Calls in a row: a base call, then each argument changed alone (seed, p, shape), each followed by the
+    base again, in the order drawn; shapes of 512 or more elements so that a keep rate can be read."""
+    base = {"seed": rng.randrange(10**6), "shape": [rng.choice([8, 16]), 4, 16], "p": rng.choice([0.25, 0.5])}
+    changed = [
+        {**base, "seed": base["seed"] + rng.randrange(1, 1000)},
+        {**base, "p": 0.75 - base["p"]},
+        {**base, "shape": [base["shape"][0] * 2, 4, 16]},
+    ]
+    rng.shuffle(changed)
+    return [base] + [c for other in changed for c in (other, base)]
+
+
+@pytest.mark.part("11.dropout")
+@pytest.mark.concept("dropout_mask_from_arguments")
+@pytest.mark.generated
+@pytest.mark.parametrize("world", [2, 3], indirect=True)
+def test_dropout_masks_call_after_call(world: World) -> None:
+    # Several calls in one process, arguments drawn here: a mask repeats exactly when its arguments repeat,
+    # whatever came in between (a cached generator or mask leaks state from call to call), and is
+    # drawn anew when any argument changes (a mask cached per seed repeats for another p or shape).
+    calls = dropout_call_list(random.Random(1100 + world.size))
+    for res in world.run("rank_programs:dropout_calls", inputs={"calls": calls}):
+        masks, where = res.value, f"rank {res.rank}/{world.size}"
+        for i, (call, mask) in enumerate(zip(calls, masks, strict=True)):
+            first = calls.index(call)
+            assert_equal(
+                mask,
+                masks[first],
+                rank=res.rank,
+                world_size=world.size,
+                what=f"call {i + 1} {call} (as call {first + 1})",
+            )
+            if call != calls[0]:
+                assert mask.shape != masks[0].shape or not torch.equal(mask, masks[0]), (
+                    f"{where}: call {i + 1} {call} dropped exactly what call 1 {calls[0]} dropped; a mask is "
+                    "drawn anew when the seed, p or the shape changes"
+                )
+            rate, n = (mask != 0).double().mean().item(), mask.numel()  # the scaling is graded on its own
+            assert abs(rate - (1 - call["p"])) < 6 * (call["p"] * (1 - call["p"]) / n) ** 0.5, (
+                f"{where}: call {i + 1} {call} kept {rate:.3f} of its elements, not about 1 - p"
+            )
 
 
 @pytest.mark.part("11.dropout")

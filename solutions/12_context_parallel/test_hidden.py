@@ -178,7 +178,7 @@ def large_logits(seed: int) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.part("12.online_softmax")
-@pytest.mark.concept("stable_exponents")
+@pytest.mark.concept("stable_block_softmax")
 def test_block_attention_beyond_exp_range(world: World) -> None:
     d = large_logits(seed=7)
     pos = torch.arange(8)
@@ -193,19 +193,66 @@ def test_block_attention_beyond_exp_range(world: World) -> None:
 
 
 @pytest.mark.part("12.online_softmax")
-@pytest.mark.concept("stable_exponents")
+@pytest.mark.concept("stable_merge")
 def test_merge_beyond_exp_range(world: World) -> None:
     d = large_logits(seed=0)
-    full_out, full_lse = attention(d["q64"], d["k64"], d["v64"], causal=True)
     pos = torch.arange(8)
     late, early = (
         attention(d["q64"], d["k64"][:, i], d["v64"][:, i], True, pos, pos[i])
         for i in (slice(4, 8), slice(0, 4))
     )
-    out, lse = call1(world, "online_softmax", "merge_attention", *(t.float() for t in (*late, *early)))
-    what = f"two float32 blocks, lse from {full_lse.min().item():.0f} to {full_lse.max().item():.0f}"
-    assert_close_f64(out, full_out, f"merge_attention out, {what}")
-    assert_close_f64(lse, full_lse, f"merge_attention lse, {what}")
+    sides = [t.float() for t in (*late, *early)]
+    check_shift_invariance(world, sides, f"two float32 blocks, lse up to {sides[1].max().item():.0f}")
+
+
+def check_shift_invariance(world: World, sides: list[torch.Tensor], what: str) -> None:
+    """A merge depends on the two lse only through their difference: the student's merge of `sides` (lse
+    beyond exp's range) must give its own merge of the same sides with each row's larger lse subtracted
+    from both (inside exp's range), the lse shifted back. Judged on the student's own merge, so that a wrong
+    merge (lse_merge's) or a NaN on empty rows (empty_rows') costs those concepts, not this one."""
+    out, lse, block_out, block_lse = sides
+    top = torch.maximum(lse.double(), block_lse.double())
+    shift = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # (B, S, H)
+    moderate = [out, (lse.double() - shift).float(), block_out, (block_lse.double() - shift).float()]
+    got_out, got_lse = call1(world, "online_softmax", "merge_attention", *sides)
+    own_out, own_lse = call1(world, "online_softmax", "merge_attention", *moderate)
+    for t, want in ((got_out, out), (got_lse, lse), (own_out, out), (own_lse, lse)):
+        assert isinstance(t, torch.Tensor) and t.shape == want.shape, (
+            f"merge_attention returned {t!r:.80} where a tensor of shape {tuple(want.shape)} was expected"
+        )
+    rows = torch.isfinite(own_lse) & torch.isfinite(own_out).all(-1)  # where the in-range merge is defined
+    assert_close_f64(got_out[rows], own_out[rows].double(), f"merge_attention out, {what} (vs lse shifted)")
+    assert_close_f64(got_lse[rows], (own_lse.double() + shift)[rows], f"merge_attention lse, {what}")
+
+
+def extreme_sides(rng: random.Random) -> list[torch.Tensor]:
+    """float32 (out, lse, block_out, block_lse) with lse of either sign far beyond exp's float32 range
+    (|lse| = 10^x, x drawn in 2.05..3.5: 112 to 3162; exp overflows past 88.7 and underflows past -103),
+    the block's lse within 20 of it, so both sides weigh in. Larger lse are not drawn: float32 then no
+    longer resolves the difference of the two sides, and correct merges disagree by more than LIMITS_TOL."""
+    g = torch.Generator().manual_seed(rng.randrange(10**6))
+    shape = (1, rng.randint(2, 5), rng.randint(1, 3))  # (B, S, H)
+    scale = torch.tensor([rng.choice((-1, 1)) * 10 ** rng.uniform(2.05, 3.5) for _ in range(shape[1])])
+    lse = (scale[None, :, None] * (1 + 0.01 * torch.rand(shape, generator=g, dtype=torch.float64))).float()
+    block_lse = (lse.double() + 40 * torch.rand(shape, generator=g, dtype=torch.float64) - 20).float()
+    out, block_out = (torch.randn((*shape, 4), generator=g) for _ in range(2))
+    return [out, lse, block_out, block_lse]
+
+
+@pytest.mark.part("12.online_softmax")
+@pytest.mark.concept("stable_merge")
+@pytest.mark.generated
+def test_merge_far_beyond_exp_range(world: World) -> None:
+    # Logits at the dtype's limits, drawn here: a merge that exponentiates an lse before subtracting the
+    # larger one overflows to inf (or underflows to 0) and returns NaN; the max shift keeps every exponent
+    # in [-inf, 0], so the merge gives what it gives with the lse shifted into exp's range.
+    rng = random.Random(1200)
+    for case in range(3):
+        sides = extreme_sides(rng)
+        lse = sides[1]
+        check_shift_invariance(
+            world, sides, f"case {case + 1}: lse {lse.min().item():.3g}..{lse.max().item():.3g}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -403,17 +450,29 @@ def test_seq_to_head_and_back(world: World) -> None:
 def test_all_to_all_backward_is_the_inverse(world: World) -> None:
     P = world.size
     x, g = ints((1, 2 * P, P, 2), seed=31), ints((1, 2 * P, P, 2), seed=32)
+    # The adjoint identity on the student's own forward, summed over the ranks: <f(x), dy> = <x, f*(dy)>. The
+    # layout of the forward is seq_head_transpose's to grade; here only that backward undoes it.
     for which, fwd, back in [("seq_to_head", seq, heads), ("head_to_seq", heads, seq)]:
         inputs = [{"which": which, "x": fwd(x, P, r), "dy": back(g, P, r)} for r in range(P)]
+        forward_dot = backward_dot = 0.0
         for res in world.run("rank_programs:region", inputs=inputs, forbid=NOT_A2A):
-            ok = dict(rank=res.rank, world_size=P)
-            assert_equal(res.value["y"], back(x, P, res.rank), what=f"{which} forward", **ok)
-            assert_equal(res.value["x_grad"], fwd(g, P, res.rank), what=f"gradient through {which}", **ok)
+            y, x_grad, given = res.value["y"], res.value["x_grad"], inputs[res.rank]
+            assert isinstance(y, torch.Tensor) and y.shape == given["dy"].shape, f"{which} forward: {y!r:.80}"
+            assert isinstance(x_grad, torch.Tensor) and x_grad.shape == given["x"].shape, (
+                f"rank {res.rank}/{P}: the gradient through {which} has shape "
+                f"{getattr(x_grad, 'shape', None)}, not its input's {tuple(given['x'].shape)}"
+            )
+            forward_dot += float((y.double() * given["dy"]).sum())
+            backward_dot += float((given["x"] * x_grad.double()).sum())
             elems = x.numel() // P * (P - 1) // P  # of my tensor, all but the slice I keep
             assert res.value["bytes"] == [elems * F64, elems * F64], (
                 f"rank {res.rank}/{P}: {which} all-to-alls sent {res.value['bytes']} bytes to other ranks; "
                 f"forward and backward each send (P-1)/P of the local tensor, {elems * F64} bytes"
             )
+        assert forward_dot == backward_dot, (
+            f"{which}: <forward(x), dy> = {forward_dot}, <x, backward(dy)> = {backward_dot} over the ranks; "
+            "the backward of an all-to-all is the all-to-all that undoes it"
+        )
 
 
 def run_ulysses(world: World, d: dict, causal: bool) -> list:

@@ -4,7 +4,8 @@
     rank r-1 <--- grad of x_i (b, H) -------  rank r: B(i) = backward    <--- grad of y_i ---  rank r+1
 
 Chunk c of rank r is virtual stage s = c*p + r; stage s's neighbours are stages s-1 and s+1, which live on
-ranks (r-1) % p and (r+1) % p. The last stage (S-1 = v*p - 1, on rank p-1) turns its output into the loss.
+ranks (r-1) % p and (r+1) % p of the group. The last stage (S-1 = v*p - 1, on group rank p-1) turns its
+output into the loss.
 The gradients must be those of the batch's loss, the mean over microbatches (Megatron-LM schedules.py,
 forward_step_calc_loss).
 Check: `grade exercise 13`. Shapes: b rows per microbatch, H hidden width (every stage maps (b, H) -> (b, H)).
@@ -47,11 +48,17 @@ def run_pipeline(
     s < S-1 sends its output to stage s+1; a B on s < S-1 receives d loss / d output from s+1; a B on s > 0
     sends d loss / d input to s-1. Every message carries tag_for(kind, microbatch, sending stage, m).
     Returns the last stage's outputs y_0..y_{m-1} (detached) on the rank that holds it, [] on the others.
-    `group` is None (the whole world) in this course, so a stage's rank is also its global rank.
+    `group` is None (the whole world) or a pipeline group of a larger world, whose members need not be
+    adjacent nor include rank 0: p and r are the group's size and this rank's place in it, and stages live
+    on group ranks, while send/recv address global ranks (dist.get_global_rank(group, j)).
     """
     ### BEGIN SOLUTION 13.executor
     rank, p = dist.get_rank(group), dist.get_world_size(group)
     m, last = len(microbatches), len(chunks) * p - 1
+
+    def peer(stage: int) -> int:  # the global rank of the group member holding `stage`: what send/recv take
+        return stage % p if group is None else dist.get_global_rank(group, stage % p)
+
     like = microbatches[0]  # (b, H): the shape and dtype of every message
     stash = {}  # (microbatch, chunk) -> (input, output or loss): kept from F until its B frees it
     outputs: list[torch.Tensor | None] = [None] * m
@@ -60,11 +67,13 @@ def run_pipeline(
     def send(tensor: torch.Tensor, stage: int, kind: str, i: int, sender: int) -> None:
         # isend, not send: gloo's send blocks until the peer posts its recv, and in 1F1B's steady state rank
         # r sends an activation to r+1 while r+1 sends a gradient to r. Blocking sends would deadlock.
-        pending.append((dist.isend(tensor, stage % p, group=group, tag=tag_for(kind, i, sender, m)), tensor))
+        pending.append(
+            (dist.isend(tensor, peer(stage), group=group, tag=tag_for(kind, i, sender, m)), tensor)
+        )
 
     def recv(stage: int, kind: str, i: int, sender: int) -> torch.Tensor:
         buf = torch.empty_like(like)  # (b, H)
-        dist.recv(buf, stage % p, group=group, tag=tag_for(kind, i, sender, m))
+        dist.recv(buf, peer(stage), group=group, tag=tag_for(kind, i, sender, m))
         return buf
 
     for op, i, c in actions:

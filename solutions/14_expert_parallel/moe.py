@@ -146,6 +146,8 @@ def moe_forward(
     router_weight (h, E) is the same on every rank: logits = x @ router_weight. w1 (El, h, f) and
     w2 (El, f, h) are this rank's experts. Capacity: expert_capacity(T, E, k, capacity_factor), per rank.
     tokens_per_expert (El,) int64: rows each local expert processed, from all ranks.
+    x, router_weight, w1 and w2 are the caller's (its tokens and its experts): read them, never write to
+    them or reorder them, so that the next call and the optimizer see them as they were.
     """
     ### BEGIN SOLUTION 14.moe_layer
     num_experts = router_weight.shape[1]

@@ -170,20 +170,24 @@ class TestBandwidth:
 
     @pytest.mark.concept("link_count")
     def test_per_link_counts(self, world: World) -> None:
-        hw = load()
-        for generation, gen in hw.nvlink.items():
-            for links in (1, 2, 5, gen.links_per_gpu):
-                for want in CONVENTIONS:
-                    # NVIDIA quotes NVLink bidirectional; one direction is half (ground-truth.md §0.3, §7.1)
-                    one_way = gen.per_link_gb_s / (2 if gen.convention == BIDIRECTIONAL else 1)
-                    expected = links * one_way * (2 if want == BIDIRECTIONAL else 1)
+        # Judged against your own one-link figure, so that a convention slip (per_direction's) costs only
+        # that concept: n links carry n times one link, and no links argument means all of the GPU's.
+        for generation, gen in load().nvlink.items():
+            for want in CONVENTIONS:
+                one = call(world, "nvlink_gpu_gb_s", generation, want, 1)
+                for links in (2, 5, gen.links_per_gpu):
                     check(
                         call(world, "nvlink_gpu_gb_s", generation, want, links),
-                        expected,
-                        what=f"nvlink_gpu_gb_s({generation!r}, {want!r}, links={links})",
+                        links * number(one, f"nvlink_gpu_gb_s({generation!r}, {want!r}, links=1)"),
+                        what=f"nvlink_gpu_gb_s({generation!r}, {want!r}, links={links}): {links} x one link",
                     )
+                check(
+                    call(world, "nvlink_gpu_gb_s", generation, want),
+                    gen.links_per_gpu * one,
+                    what=f"nvlink_gpu_gb_s({generation!r}, {want!r}): all {gen.links_per_gpu} links",
+                )
 
-    @pytest.mark.concept("link_count")
+    @pytest.mark.concept("per_direction")
     def test_made_up_link_counts(self, world: World, reference) -> None:
         added, r = made_up_generations(6), rng(6)
         calls = [
@@ -193,13 +197,13 @@ class TestBandwidth:
         ]
         check_unseen(world, reference, added, calls)
 
-    @pytest.mark.concept("link_count")
+    @pytest.mark.concept("per_direction")
     def test_one_link_per_direction(self, world: World) -> None:
         # scaling book gpus.md: NVLink 4 "25GB/s each way"; NVLink 5 50 GB/s (ground-truth.md §7.1)
         check(call(world, "nvlink_gpu_gb_s", "nvlink4", PER_DIRECTION, 1), 25, what="one NVLink 4 link")
         check(call(world, "nvlink_gpu_gb_s", "nvlink5", PER_DIRECTION, 1), 50, what="one NVLink 5 link")
 
-    @pytest.mark.concept("copy_one_direction")
+    @pytest.mark.concept("per_direction")
     def test_p2p_time(self, world: World, reference) -> None:
         ref = reference("nvlink")
         for generation in ("nvlink3", "nvlink4", "nvlink5"):
@@ -214,19 +218,20 @@ class TestBandwidth:
         check(call(world, "p2p_time_s", 1e9, "nvlink4", None), 1 / 450, what="1 GB H100 -> H100")
 
     @pytest.mark.concept("link_count")
-    def test_drawn_link_counts(self, world: World, reference) -> None:
-        ref, r, gens = reference("nvlink"), rng(1), sorted(load().nvlink)
+    def test_drawn_link_counts(self, world: World) -> None:
+        r, gens = rng(1), sorted(load().nvlink)
         for _ in range(8):
             generation = r.choice(gens)
-            links = r.randint(1, load().nvlink[generation].links_per_gpu)
+            links = r.randint(2, load().nvlink[generation].links_per_gpu)
             want = r.choice(CONVENTIONS)
+            one = number(call(world, "nvlink_gpu_gb_s", generation, want, 1), "one link")
             check(
                 call(world, "nvlink_gpu_gb_s", generation, want, links),
-                ref.nvlink_gpu_gb_s(generation, want, links),
-                what=f"nvlink_gpu_gb_s({generation!r}, {want!r}, links={links})",
+                links * one,
+                what=f"nvlink_gpu_gb_s({generation!r}, {want!r}, links={links}): {links} x one link",
             )
 
-    @pytest.mark.concept("copy_one_direction")
+    @pytest.mark.concept("per_direction")
     def test_drawn_copies(self, world: World, reference) -> None:
         ref, r, gens = reference("nvlink"), rng(2), sorted(load().nvlink)
         for _ in range(8):
@@ -239,7 +244,7 @@ class TestBandwidth:
                 what=f"p2p_time_s({nbytes}, {generation!r}, links={links})",
             )
 
-    @pytest.mark.concept("copy_one_direction")
+    @pytest.mark.concept("per_direction")
     def test_made_up_copies(self, world: World, reference) -> None:
         added, r = made_up_generations(7), rng(7)
         calls = [

@@ -134,11 +134,19 @@ class TestMarking:
     def test_queue_trace_to_cnps(self, world: World, reference) -> None:
         trace = programs.episode_trace()
         args = (trace["arrivals_us"], trace["queue_bytes"], trace["uniforms"])
-        [res] = world.call("ecn", "cnps_for_queue_trace", args=[args])
-        same(res.returned, reference("ecn").cnps_for_queue_trace(*args), "CNPs of the scripted episode")
-        kwargs = {"kmin": 50 * KB, "kmax": 150 * KB, "pmax": 0.3, "interval_us": 20}
-        [res] = world.call("ecn", "cnps_for_queue_trace", args=[args], kwargs=kwargs)
-        same(res.returned, reference("ecn").cnps_for_queue_trace(*args, **kwargs), f"CNPs with {kwargs}")
+        # The CNPs of the marks the student's own mark_packets makes (the ramp is red_ramp's to grade): the
+        # chain from marks to the NP's paced CNPs.
+        for kwargs in ({}, {"kmin": 50 * KB, "kmax": 150 * KB, "pmax": 0.3, "interval_us": 20}):
+            ramp = {k: v for k, v in kwargs.items() if k != "interval_us"}
+            [marks] = world.call("ecn", "mark_packets", args=[args[1:]], kwargs=ramp)
+            assert isinstance(marks.returned, list) and len(marks.returned) == len(args[0]), (
+                f"mark_packets must return one bool per packet, got {marks.returned!r:.200}"
+            )
+            marked = [t for t, m in zip(args[0], marks.returned, strict=True) if m]
+            pacing = {"interval_us": kwargs["interval_us"]} if kwargs else {}
+            want = reference("ecn").cnp_times(marked, **pacing)
+            [res] = world.call("ecn", "cnps_for_queue_trace", args=[args], kwargs=kwargs)
+            same(res.returned, want, f"CNPs of the scripted episode's marks, {kwargs or 'defaults'}")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -222,8 +230,9 @@ class TestRateDecrease:
 
     @pytest.mark.concept("new_episode_resets")
     def test_cnp_resets_the_increase_stages(self, world: World, reference) -> None:
+        # the increase stages only: the cut's rates are multiplicative_cut's to grade
         state = {"rc": 10_000.0, "rt": 20_000.0, "alpha": 0.5, "timer_count": 7, "byte_count": 3}
-        replay(world, reference, FAST, ["cnp"], state)
+        replay(world, reference, FAST, ["cnp"], state, keys=("timer_count", "byte_count", "phase"))
 
     @pytest.mark.concept("multiplicative_cut")
     def test_drawn_reaction_points(self, world: World, reference) -> None:
@@ -232,10 +241,19 @@ class TestRateDecrease:
             replay(world, reference, drawn_params(seed), events, keys=("rc", "rt", "alpha"))
 
     @pytest.mark.concept("min_rate_floor")
-    def test_rate_never_below_min_rate(self, world: World, reference) -> None:
-        replay(world, reference, FAST, ["cnp"] * 8)
-        trace = run(world, "replay_rp", params={"min_rate_mbps": 100.0}, events=["cnp"] * 12)
-        same(trace[-1]["rc"], 100.0, "R_C after 12 halvings of 40 Gb/s, floored at 100 Mb/s")
+    def test_rate_never_below_min_rate(self, world: World) -> None:
+        # a property of the student's own trajectory (the size of each cut is multiplicative_cut's): R_C never
+        # goes below the floor, and 40 cuts of any size from a half to a quarter bring it down to the floor
+        for params, floor in ((FAST, FAST["min_rate_mbps"]), ({"min_rate_mbps": 100.0}, 100.0)):
+            trace = run(world, "replay_rp", params=params, events=["cnp"] * 40)
+            assert isinstance(trace, list) and all(isinstance(x, dict) for x in trace), (
+                f"states: {trace!r:.200}"
+            )
+            rates = [x.get("rc") for x in trace]
+            assert all(isinstance(r, int | float) and r >= floor for r in rates), (
+                f"R_C after each of 40 CNPs with {params}: {rates}; it never goes below {floor} Mb/s"
+            )
+            same(rates[-1], floor, f"R_C after 40 cuts of 40 Gb/s, floored at {floor} Mb/s")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -346,7 +364,7 @@ class TestSimulate:
         simulate(world, reference, PAPER, [10, 40, 200], 700)
         simulate(world, reference, {"alpha_timer_us": 30, "rate_timer_us": 70}, [5, 100, 101], 600)
 
-    @pytest.mark.concept("byte_clock")
+    @pytest.mark.concept("clock_restart")
     def test_byte_counter_counts_bytes(self, world: World, reference) -> None:
         # 150 KB at 20 Gb/s (2500 bytes per us) fills in 60 us: byte events interleave with the 55 us timer
         simulate(world, reference, {"byte_counter_bytes": 150_000}, [1], 1200)
@@ -374,7 +392,7 @@ class TestSimulate:
         events = [rng.choice(["cnp", "alpha", "alpha", "timer", "timer", "bytes"]) for _ in range(120)]
         replay(world, reference, {"fast_recovery_steps": 2, "g": 1 / 64}, events)
 
-    @pytest.mark.concept("congestion_episode")
+    @pytest.mark.concept("clock_restart")
     def test_scripted_episode(self, world: World, reference) -> None:
         # the CNPs come from the reference's ecn.py, so that only dcqcn.py is graded here (18.marking checks
         # the CNPs of the same episode)

@@ -338,6 +338,23 @@ def compare(
             same(got[k], want[k], f"{function}({m}, {describe(p)})[{k!r}]")
 
 
+def dense_states_right(world: World, ref: dict, rows: str) -> bool:
+    """Whether the dense models' states of ROWS[rows] are right. An MoE model's states hold its dense
+    layers' too, split by the same stages, TP and ZeRO: where those are wrong, stage_states is lost and the
+    experts cannot be judged apart (issue 41: one mistake, one concept). A crash or a malformed result
+    fails the test."""
+    for (m, c, p, s), got in zip(ROWS[rows], estimates(world, "memory_per_gpu", rows), strict=True):
+        if SPECS[m].is_moe:
+            continue
+        want = ref["estimate"].memory_per_gpu(SPECS[m], c, p, s)
+        for k in STATE_KEYS:
+            try:
+                same(got[k], want[k], k)
+            except AssertionError:
+                return False
+    return True
+
+
 @pytest.mark.part("21.memory")
 class TestMemory:
     @pytest.mark.concept("stage_states")
@@ -348,7 +365,8 @@ class TestMemory:
     @pytest.mark.concept("expert_replicas")
     @PER_ROWS
     def test_moe_states_against_reference(self, world: World, ref: dict, rows: str) -> None:
-        compare(world, ref, "memory_per_gpu", STATE_KEYS, rows, moe=True)
+        if dense_states_right(world, ref, rows):
+            compare(world, ref, "memory_per_gpu", STATE_KEYS, rows, moe=True)
 
     @pytest.mark.concept("activations_in_flight")
     @PER_ROWS
@@ -384,6 +402,8 @@ class TestMemory:
     @pytest.mark.concept("expert_replicas")
     def test_experts_shard_over_their_replicas(self, world: World, ref: dict) -> None:
         # DeepSeek-V3, ZeRO-3, ep 16 of dp 16: each expert lives on ONE GPU of the DP group, nothing to shard
+        if not dense_states_right(world, ref, "named"):
+            return
         m, c, p = SPECS["deepseek_v3"], Cluster("dgx_h100", 32), plan(1, 16, 16, 16, 3, "none", 1, 1024)
         got = run(world, "estimate", "memory_per_gpu", m, c, p, 4096)
         experts = m.expert_params * 4 / 61 / 16  # 4 of 61 layers on the busiest stage, 1/16 of the experts

@@ -47,11 +47,14 @@ def run_pipeline(
     s < S-1 sends its output to stage s+1; a B on s < S-1 receives d loss / d output from s+1; a B on s > 0
     sends d loss / d input to s-1. Every message carries tag_for(kind, microbatch, sending stage, m).
     Returns the last stage's outputs y_0..y_{m-1} (detached) on the rank that holds it, [] on the others.
-    `group` is None (the whole world) in this course, so a stage's rank is also its global rank.
+    `group` is None (the whole world) or a pipeline group of a larger world, whose members need not be
+    adjacent nor include rank 0: p and r are the group's size and this rank's place in it, and stages live
+    on group ranks, while send/recv address global ranks (dist.get_global_rank(group, j)).
     """
     p, rank = dist.get_world_size(group), dist.get_rank(group)
     m, S = len(microbatches), len(chunks) * p
-    prev_rank, next_rank = (rank - 1) % p, (rank + 1) % p
+    members = list(range(p)) if group is None else dist.get_process_group_ranks(group)
+    prev_rank, next_rank = members[(rank - 1) % p], members[(rank + 1) % p]
     inputs: dict = {}
     outputs_or_losses: dict = {}
     results: list[torch.Tensor | None] = [None] * m
@@ -59,7 +62,7 @@ def run_pipeline(
 
     def receive(kind: str, i: int, sender: int, peer: int) -> torch.Tensor:
         buf = torch.empty_like(microbatches[0])
-        dist.irecv(buf, peer, tag=tag_for(kind, i, sender, m)).wait()
+        dist.irecv(buf, peer, group=group, tag=tag_for(kind, i, sender, m)).wait()
         return buf
 
     for op, i, c in actions:
@@ -73,14 +76,14 @@ def run_pipeline(
                 results[i] = y.detach()
                 outputs_or_losses[key] = loss_fn(y, i) / m
             else:
-                sends.append(dist.isend(y.detach(), next_rank, tag=tag_for("F", i, stage, m)))
+                sends.append(dist.isend(y.detach(), next_rank, group=group, tag=tag_for("F", i, stage, m)))
                 outputs_or_losses[key] = y
         else:
             x, y = inputs.pop(key), outputs_or_losses.pop(key)
             grad = None if stage == S - 1 else receive("B", i, stage + 1, next_rank)
             torch.autograd.backward(y, grad)
             if stage > 0:
-                sends.append(dist.isend(x.grad, prev_rank, tag=tag_for("B", i, stage, m)))
+                sends.append(dist.isend(x.grad, prev_rank, group=group, tag=tag_for("B", i, stage, m)))
     for req in sends:
         req.wait()
     return list(results) if rank == p - 1 else []

@@ -47,11 +47,14 @@ def run_pipeline(
     s < S-1 sends its output to stage s+1; a B on s < S-1 receives d loss / d output from s+1; a B on s > 0
     sends d loss / d input to s-1. Every message carries tag_for(kind, microbatch, sending stage, m).
     Returns the last stage's outputs y_0..y_{m-1} (detached) on the rank that holds it, [] on the others.
-    `group` is None (the whole world) in this course, so a stage's rank is also its global rank.
+    `group` is None (the whole world) or a pipeline group of a larger world, whose members need not be
+    adjacent nor include rank 0: p and r are the group's size and this rank's place in it, and stages live
+    on group ranks, while send/recv address global ranks (dist.get_global_rank(group, j)).
     """
     p, r = dist.get_world_size(group), dist.get_rank(group)
     m, v = len(microbatches), len(chunks)
     last = v * p - 1
+    left, right = (dist.get_global_rank(group, (r + d) % p) if group else (r + d) % p for d in (-1, 1))
     like = microbatches[0]
     stash: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
     outputs: dict[int, torch.Tensor] = {}
@@ -63,7 +66,7 @@ def run_pipeline(
                 x = microbatches[i]
             else:
                 x = torch.empty_like(like)
-                dist.recv(x, (r - 1) % p, tag=tag_for("F", i, s - 1, m))
+                dist.recv(x, left, group=group, tag=tag_for("F", i, s - 1, m))
                 x.requires_grad_()
             y = chunks[c](x)
             if s == last:
@@ -71,7 +74,7 @@ def run_pipeline(
                 stash[(i, c)] = (x, loss_fn(y, i) / m)
             else:
                 out = y.detach().contiguous()
-                pending.append((dist.isend(out, (r + 1) % p, tag=tag_for("F", i, s, m)), out))
+                pending.append((dist.isend(out, right, group=group, tag=tag_for("F", i, s, m)), out))
                 stash[(i, c)] = (x, y)
         else:
             x, y = stash.pop((i, c))
@@ -79,11 +82,11 @@ def run_pipeline(
                 y.backward()
             else:
                 g = torch.empty_like(like)
-                dist.recv(g, (r + 1) % p, tag=tag_for("B", i, s + 1, m))
+                dist.recv(g, right, group=group, tag=tag_for("B", i, s + 1, m))
                 y.backward(g)
             if s > 0:
                 gx = x.grad.contiguous()
-                pending.append((dist.isend(gx, (r - 1) % p, tag=tag_for("B", i, s, m)), gx))
+                pending.append((dist.isend(gx, left, group=group, tag=tag_for("B", i, s, m)), gx))
     for work, _ in pending:
         work.wait()
     return [outputs[i] for i in range(m)] if r == last % p else []
