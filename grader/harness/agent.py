@@ -11,7 +11,8 @@ network line instead. Two stages run on the node:
   JSON frames over that connection, plus two of its own:
   - ``{"op": "stage", "files": {"impl/ring.py": base64, ...}}``: write the submission and rank programs
     into scratch -> ``{"scratch": path}``;
-  - ``{"op": "read", "path": p, "limit": n}``: the last ``n`` characters of a rank's log or stack file.
+  - ``{"op": "read", "path": p, "limit": n}``: the last ``n`` characters of a rank's log or stack file;
+  - ``{"op": "read_bytes", "path": p, "limit": n}``: the first ``n`` bytes of a rank's flight file, base64.
 
   ``fork`` carries a ``ticket``: the agent opens the rank's own connection to the judge (tasks and
   replies both travel on it) before it forks. When a rank ends the agent sends ``{"exit": pid, "code": c}``
@@ -91,6 +92,10 @@ class NodeFactory(Factory):
             return self._stage(request["files"])
         if request["op"] == "read":
             return {"text": self._read(Path(request["path"]), request["limit"])}
+        if request["op"] == "read_bytes":
+            return {
+                "data": base64.b64encode(self._read_bytes(Path(request["path"]), request["limit"])).decode()
+            }
         if request["op"] == "fork":
             spec = request["spec"]
             run_dir = Path(spec["log_path"]).parent
@@ -131,6 +136,13 @@ class NodeFactory(Factory):
             return self._inside(path).read_text(errors="replace")[-limit:]
         except (FileNotFoundError, ValueError):
             return ""
+
+    def _read_bytes(self, path: Path, limit: int) -> bytes:
+        try:
+            with open(self._inside(path), "rb") as handle:
+                return handle.read(limit)
+        except (FileNotFoundError, ValueError):
+            return b""
 
     def _inside(self, path: Path) -> Path:
         resolved = path.resolve()

@@ -124,6 +124,14 @@ class RankFactory:
         except FileNotFoundError:
             return ""
 
+    def read_bytes(self, path: Path, limit: int) -> bytes:
+        """The first ``limit`` bytes of a file a rank wrote (its flight file); b'' if it has none."""
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(limit)
+        except FileNotFoundError:
+            return b""
+
     def fork(self, spec: WorkerSpec) -> tuple[RankProcess, Connection, Connection]:
         """Start one rank; returns it with the judge's ends of its task and reply pipes."""
         task_recv, task_send = Pipe(duplex=False)

@@ -249,12 +249,21 @@ def group_rank(group: object, peer: int | None) -> int | None:
 
 
 class TimedCall:
-    """A call being timed: ``returned`` notes what it gave back (a ``Work`` to time its wait, a sender)."""
+    """A call being timed, as the context of its ``with``: the end is recorded when the block ends (not
+    ok when it raised); ``returned`` notes what it gave back (a ``Work`` to time its wait, a sender). A
+    class, not a generator: a rank may make thousands of calls a second."""
 
     __slots__ = ("group", "index", "peer")
 
     def __init__(self, index: int | None, group: Group, peer: int | None) -> None:
         self.index, self.group, self.peer = index, group, peer
+
+    def __enter__(self) -> TimedCall:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if self.index is not None:
+            FLIGHT.end(self.index, ok=kind is None, peer=self.peer)
 
     def returned(self, result: object, *, sender: bool = False) -> None:
         """``result`` of the call: a ``Work`` is remembered for its ``wait``; with ``sender``, the rank a
@@ -267,7 +276,6 @@ class TimedCall:
             _WORKS[id(result)] = (result, self.index, self.group, self.peer)
 
 
-@contextmanager
 def timed(
     op: str,
     group: object,
@@ -276,33 +284,21 @@ def timed(
     group_peer: int | None = None,
     nbytes: int = 0,
     tag: object = None,
-) -> Iterator[TimedCall]:
-    """Time call ``op`` on ``group`` into the flight file: a ``b`` line now, an ``e`` line when it ends."""
+) -> TimedCall:
+    """Time call ``op`` on ``group`` into the flight file: a ``b`` record now, an ``e`` record when the
+    ``with`` block it opens ends."""
     if FLIGHT.memory is None:
-        yield TimedCall(None, _UNKNOWN, peer)
-        return
+        return TimedCall(None, _UNKNOWN, peer)
     info = group_info(group)
     index = FLIGHT.begin(op, peer=peer, group_peer=group_peer, nbytes=nbytes, tag=tag, group=info)
-    call, ok = TimedCall(index, info, peer), False
-    try:
-        yield call
-        ok = True
-    finally:
-        FLIGHT.end(index, ok=ok, peer=call.peer)
+    return TimedCall(index, info, peer)
 
 
-@contextmanager
-def timed_wait(work: object) -> Iterator[None]:
+def timed_wait(work: object) -> TimedCall:
     """Time a ``wait`` on ``work`` when a recorded call returned it (a student's ``req.wait()``)."""
     entry = _WORKS.get(id(work))
     if entry is None or entry[0] is not work or RECORDER.depth:
-        yield
-        return
+        return TimedCall(None, _UNKNOWN, None)
     _, of, group, peer = entry
     index = FLIGHT.begin("wait", peer=peer, group_peer=None, nbytes=0, tag=None, group=group, of=of)
-    ok = False
-    try:
-        yield
-        ok = True
-    finally:
-        FLIGHT.end(index, ok=ok)
+    return TimedCall(index, group, None)

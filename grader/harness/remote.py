@@ -290,6 +290,14 @@ class NodeRankFactory:
         except FactoryError:
             return ""
 
+    def read_bytes(self, path: Path, limit: int) -> bytes:
+        """The first ``limit`` bytes of a file the node's ranks wrote (a flight file); b'' if unreadable."""
+        try:
+            data = self._request({"op": "read_bytes", "path": str(path), "limit": limit})["data"]
+            return base64.b64decode(data) if isinstance(data, str) else b""
+        except (FactoryError, ValueError):
+            return b""
+
     def close(self) -> None:
         """Hang up (the agent kills its ranks and exits), then make sure the launcher is gone."""
         if self._line is not None:

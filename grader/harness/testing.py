@@ -52,7 +52,7 @@ class World:
         then names the first point where the recording departs from it. Diagnostics only: no grade uses it."""
         self.expected = pattern
 
-    def read_flights(self) -> list[str]:
+    def read_flights(self) -> list[bytes]:
         """Every rank's recording of the last task (``flight``), in rank order; [] when there is none."""
         return self._pool.read_flights() if self.submitted else []
 

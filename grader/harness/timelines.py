@@ -56,7 +56,7 @@ class Timelines:
         """Tests whose timeline did not fit ``CALLS_PER_RUN``."""
         self._calls = 0
 
-    def add(self, flights: list[str], facts: TestFacts, pattern: Pattern | None) -> None:
+    def add(self, flights: list[bytes], facts: TestFacts, pattern: Pattern | None) -> None:
         """Keep the timeline the flight files make, unless it has no call or does not fit."""
         timeline = timeline_of(flights, facts, pattern=pattern, keep=None if self.trace else KEPT_CALLS)
         if not timeline.calls:
@@ -69,10 +69,10 @@ class Timelines:
 
 
 def timeline_of(
-    flights: list[str], facts: TestFacts, *, pattern: Pattern | None, keep: int | None = KEPT_CALLS
+    flights: list[bytes], facts: TestFacts, *, pattern: Pattern | None, keep: int | None = KEPT_CALLS
 ) -> Timeline:
-    """``flights``: each rank's flight file text, in rank order. ``keep``: None keeps every call."""
-    parsed = [read_flight(text) for text in flights]
+    """``flights``: each rank's flight file, in rank order. ``keep``: None keeps every call."""
+    parsed = [read_flight(data) for data in flights]
     calls = _calls(parsed)
     groups: dict[str, tuple[int, ...]] = {}
     for flight in parsed:

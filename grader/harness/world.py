@@ -185,9 +185,9 @@ class LiveRanks:
         if any(p.join(max(0.0, deadline - time.monotonic())) is None for p in processes):
             factory.close()
 
-    def read_flights(self) -> list[str]:
+    def read_flights(self) -> list[bytes]:
         """Each rank's flight file as it stands (the last task's calls), in rank order; [] without them."""
-        return [factory.read(path, MAX_FLIGHT_BYTES) for factory, path in self.flights]
+        return [factory.read_bytes(path, MAX_FLIGHT_BYTES) for factory, path in self.flights]
 
     # -----------------------------------------------------------------------------------------------------
     # tasks
