@@ -153,7 +153,7 @@ class LocalRunner:
         pools, device, gpus = self.open_worlds(job, scratch)
         plugin = self._plugin(job, pools, device, gpus)
         try:
-            with _outer_pytest_settings_ignored():
+            with _outer_pytest_settings_ignored(), _one_torch_thread():
                 code = pytest.main(_pytest_args(suites, job.course.root), plugins=[plugin])
         finally:
             _forget_suites(suites)
@@ -350,6 +350,10 @@ def _pytest_args(suites: list[Path], rootdir: Path) -> list[str]:
         "no:unraisableexception",
         "-p",
         "no:threadexception",
+        # A handler added to and removed from the root logger around each phase of every test (0.17 s of a
+        # 3 s grading); no suite reads logs (caplog).
+        "-p",
+        "no:logging",
         "--import-mode=importlib",
         "--rootdir",
         str(rootdir),
@@ -370,6 +374,22 @@ OUTER_PYTEST_SETTINGS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLU
 """What the environment may tell any pytest run (the caller's own test session, a user's shell): the
 judge's run of the suite takes its options from its arguments alone, or e.g. an outer ``--basetemp`` would
 make it wipe the caller's temporary folder."""
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """The judge computes the expected values of small tensors on one thread: while the ranks keep the cores
+    busy, an op on two threads waits for the second (a softmax of 1000x64 doubles took 0.7 ms on one thread,
+    15-25 ms on two on a loaded machine), and one thread adds every reduction in one order. The caller's
+    setting is restored."""
+    import torch  # the factory is launched: importing torch now cannot reach a rank
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @contextlib.contextmanager
