@@ -94,6 +94,12 @@ def array_job(out: Path) -> str | None:
     return jobs[-1].read_text().strip() if len(jobs) > 1 else None
 
 
+def queued_array(out: Path, other_than: str) -> bool:
+    """Whether the batch's latest array is a job other than ``other_than``, and on the cluster's queue."""
+    job = array_job(out)
+    return job not in (None, other_than) and bool(queue(str(job)))
+
+
 def queue(job: str) -> list[tuple[str, str, str]]:
     done = subprocess.run(["squeue", "-h", "-r", "-j", job, "-o", "%K %T %r"], capture_output=True, text=True)
     return [tuple(line.split(maxsplit=2)) for line in done.stdout.splitlines()]  # type: ignore[misc]
@@ -195,8 +201,11 @@ def test_scancel_and_ctrl_c_mid_batch_then_the_same_command_resumes(
     after_scancel = len(records(out))
     assert invalid + 2 <= after_scancel < 11
 
+    cancelled = job
     second = subprocess.Popen(driver(course, subs, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    wait_for("one more record", lambda: len(records(out)) > after_scancel, second)
+    # Ctrl-C as soon as the new array is on the cluster: waiting for a record of it raced the array's end
+    # (once the last of the 1-5 submissions left is filed, there is no batch left to interrupt)
+    wait_for("the second array in the queue", lambda: queued_array(out, cancelled), second)
     job = array_job(out)
     second.send_signal(signal.SIGINT)
     output = " ".join(second.communicate(timeout=120)[0].decode().split())
