@@ -1,6 +1,6 @@
 """What timing every call for space-time diagrams costs, and how big a 16-rank diagram is.
 
-    .venv/bin/python benchmarks/bench_timelines.py [ROUNDS] [EXERCISE ...]   # default: 5 rounds of 01 02 07
+    .venv/bin/python benchmarks/bench_timelines.py [--rounds N] [EXERCISE ...]  # 5 rounds of 01 02 07
     .venv/bin/python benchmarks/bench_timelines.py --size16                  # only the 16-rank diagram
     .venv/bin/python benchmarks/bench_timelines.py --calls [EXERCISE ...]    # only calls and their cost
 
@@ -134,8 +134,10 @@ if __name__ == "__main__":
     elif args[:1] == ["--calls"]:
         calls_and_cost(args[1:] or ["01", "02", "07"])
     else:
-        rounds = int(args[0]) if args and args[0].isdigit() else 5
-        keys = [a for a in args if not a.isdigit()] or ["01", "02", "07"]
+        rounds = 5
+        if args[:1] == ["--rounds"]:  # an option: exercise keys are numbers too
+            rounds, args = int(args[1]), args[2:]
+        keys = args or ["01", "02", "07"]
         overhead(keys, rounds)
         calls_and_cost(keys)
         size16()
