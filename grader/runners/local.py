@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from grader.harness.remote import allocation_nodes
 from grader.harness.world import WorldConfig
 from grader.runners.devices import gpu_count, resolve_device
 from grader.runners.job import GradeJob, SuiteError
+from grader.runners.judge_session import one_torch_thread, outer_pytest_settings_ignored, pytest_args
 from grader.runners.preflight import RanksCannotRead, check_ranks_can_read
 
 RANK_PROCESSES = 4096
@@ -153,8 +152,8 @@ class LocalRunner:
         pools, device, gpus = self.open_worlds(job, scratch)
         plugin = self._plugin(job, pools, device, gpus)
         try:
-            with _outer_pytest_settings_ignored(), _one_torch_thread():
-                code = pytest.main(_pytest_args(suites, job.course.root), plugins=[plugin])
+            with outer_pytest_settings_ignored(), one_torch_thread():
+                code = pytest.main(pytest_args(suites, job.course.root), plugins=[plugin])
         finally:
             _forget_suites(suites)
             kept = pools.close()
@@ -334,73 +333,7 @@ def _forget_suites(suites: list[Path]) -> None:
             del sys.modules[name]
 
 
-def _pytest_args(suites: list[Path], rootdir: Path) -> list[str]:
-    """How the judge runs the suites: none of pytest's own reporting, and no settings but these."""
-    return [
-        *map(str, suites),
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:terminal",
-        "-p",
-        "no:stepwise",
-        # Both run gc.collect() several times as the session ends (0.2 s a run) to report warnings
-        # that -W ignore drops anyway.
-        "-p",
-        "no:unraisableexception",
-        "-p",
-        "no:threadexception",
-        # A handler added to and removed from the root logger around each phase of every test (0.17 s of a
-        # 3 s grading); no suite reads logs (caplog).
-        "-p",
-        "no:logging",
-        "--import-mode=importlib",
-        "--rootdir",
-        str(rootdir),
-        "-o",
-        "addopts=",
-        "-W",
-        "ignore",
-    ]
-
-
 def _runs_ranks(job: GradeJob, gpus: int) -> bool:
     """Whether some part to grade can start a world here (a GPU part without GPUs is blocked, not run)."""
     parts = [p for p in job.exercise.parts if not job.parts or p.id in job.parts]
     return any(p.device == "cpu" or gpus for p in parts)
-
-
-OUTER_PYTEST_SETTINGS = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-"""What the environment may tell any pytest run (the caller's own test session, a user's shell): the
-judge's run of the suite takes its options from its arguments alone, or e.g. an outer ``--basetemp`` would
-make it wipe the caller's temporary folder."""
-
-
-@contextlib.contextmanager
-def _one_torch_thread() -> Iterator[None]:
-    """The judge computes the expected values of small tensors on one thread: while the ranks keep the cores
-    busy, an op on two threads waits for the second (a softmax of 1000x64 doubles took 0.7 ms on one thread,
-    15-25 ms on two on a loaded machine), and one thread adds every reduction in one order. The caller's
-    setting is restored."""
-    import torch  # the factory is launched: importing torch now cannot reach a rank
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-@contextlib.contextmanager
-def _outer_pytest_settings_ignored() -> Iterator[None]:
-    """The judge's pytest hears none of the caller's settings and loads no plugin that happens to be installed
-    (pytest-randomly would shuffle the suite, pytest-rerunfailures rerun it): the grading plugin is handed to
-    it, and the same suite then grades alike on every machine."""
-    saved = {name: os.environ.pop(name) for name in OUTER_PYTEST_SETTINGS if name in os.environ}
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
-        os.environ.update(saved)
