@@ -36,7 +36,7 @@ from grader.runners.job import resolve_concept
 
 GIT = ["git", "-c", "user.name=distgpu", "-c", "user.email=distgpu@example.com"]
 EXERCISE = "14"
-"""Cheap (its worlds are small), four public concepts, two of them in one part (routing), factor 4."""
+"""Cheap (its worlds are small), four public concepts, two of them in one part (routing), factor 8."""
 CURSOR_MOVES = re.compile(r"\x1b\[(\d*[ABCDEFGHJKST]|\?25[lh]|\d*;\d*[Hf])")
 """ANSI cursor movement, line erasing and cursor hiding: what a live display redraws with."""
 
@@ -78,15 +78,15 @@ def test_one_step_per_public_concept_worth_its_points_times_the_factor(course: C
     steps = grader_steps(starter)
     names = ["14.routing capacity_formula", "14.routing first_choices_first", "14.dispatch dispatch_layout"]
     assert [s["with"]["test-name"] for s in steps] == [*names, "14.moe_layer moe_matches_dense"]
-    # routing's public concepts share its 3 points by weight (0.5 : 1.5), as `grade exercise` splits them
-    assert [s["with"]["max-score"] for s in steps] == [3, 9, 16, 12]  # 0.75, 2.25, 4, 3 points, times 4
+    # routing's public concepts share its 2.5 points by weight (0.5 : 1.5), as `grade exercise` splits them
+    assert [s["with"]["max-score"] for s in steps] == [5, 15, 28, 32]  # 0.625, 1.875, 3.5, 4 points, times 8
     for step in steps:
         part, concept = step["with"]["test-name"].split()
         assert step["with"]["command"] == f"bash .github/classroom/grade.sh {part[3:]} {concept}"
         assert step["with"]["setup-command"] == "bash .github/classroom/setup.sh"
         assert isinstance(step["with"]["timeout"], int) and step["with"]["timeout"] * 60 > exercise.timeout
     workflow = (starter / ".github" / "workflows" / "classroom.yml").read_text()
-    assert "the exercise's points times 4, exactly:\n# Classroom's score / 4 is the public score" in workflow
+    assert "the exercise's points times 8, exactly:\n# Classroom's score / 8 is the public score" in workflow
     reporter = yaml.safe_load(workflow)["jobs"]["run-autograding-tests"]["steps"][-1]
     ids = [s["id"] for s in steps]
     assert len(set(ids)) == len(ids) and reporter["with"]["runners"] == ",".join(ids)
@@ -95,14 +95,14 @@ def test_one_step_per_public_concept_worth_its_points_times_the_factor(course: C
     readme = (starter / "README.md").read_text()
     assert "counts the public checks only: the hidden tests are not in this repository" in readme
     assert (
-        "multiplied by 4 (times 4, exactly)" in readme
-        and "| 14.routing | capacity_formula | 0.75 | 3 |" in readme
+        "multiplied by 8 (times 8, exactly)" in readme
+        and "| 14.routing | capacity_formula | 0.625 | 5 |" in readme
     )
 
 
 def test_every_exercise_is_exact_and_each_step_is_its_concepts_public_points(course: Course) -> None:
-    """Exercise 02's parts (3, 1.5, 0.75, 3.5, 1.25 points) no longer round to 3, 2, 1, 3, 1: each concept
-    is its points times a factor, here and in every exercise of the course."""
+    """Exercise 02's parts (2.5, 1.25, 0.5, 4.5, 1.25 points) do not round to whole points: each concept is
+    its points times a factor, here and in every exercise of the course."""
     for exercise in (e for e in course.exercises if e.parts):
         steps, scale, _ = plan_steps(course, exercise)
         assert scale.exact and scale.factor <= EXACT_FACTOR_LIMIT, exercise.key
@@ -113,8 +113,10 @@ def test_every_exercise_is_exact_and_each_step_is_its_concepts_public_points(cou
     steps, scale, _ = plan_steps(course, course.find("02"))
     by_part: dict[str, Fraction] = {}
     for step in steps:
-        by_part[step.part.name] = by_part.get(step.part.name, Fraction(0)) + Fraction(step.max_score, 4)
-    assert scale.factor == 4 and [float(v) for v in by_part.values()] == [3, 1.5, 0.75, 3.5, 1.25]
+        by_part[step.part.name] = by_part.get(step.part.name, Fraction(0)) + Fraction(
+            step.max_score, scale.factor
+        )
+    assert scale.factor == 20 and [float(v) for v in by_part.values()] == [2.5, 1.25, 0.5, 4.5, 1.25]
 
 
 def test_a_factor_that_cannot_be_exact_keeps_the_total_within_the_tolerance() -> None:
@@ -158,7 +160,7 @@ def test_parts_that_cannot_pass_on_github_are_left_out_and_named(
         ("device_copies", "it needs GPUs, and GitHub's runners have none")
     ]
     cpu_points = sum(p.points for p in course.find("03").parts if p.device == "cpu")
-    assert sum(s.points for s in steps) == cpu_points
+    assert float(sum(s.points for s in steps)) == pytest.approx(cpu_points)
     _, _, left_out = plan_steps(course, course.find("11"))
     assert [(p.name, why) for p, why in left_out] == [("grad_sync", "it has no public check")]
 
@@ -244,7 +246,7 @@ def test_classroom_score_over_the_factor_is_the_public_score(
     reference = (course.solution_dir(exercise) / "moe.py").read_text()
     assert reference.count(BROKEN[0]) == 1
     pushed = {"reference": reference, "stub": None, "broken": reference.replace(*BROKEN)}
-    expected = {"reference": 40, "stub": 0, "broken": 37}  # broken: all but capacity_formula's 3
+    expected = {"reference": 80, "stub": 0, "broken": 75}  # broken: all but capacity_formula's 5
     for work, text in pushed.items():
         clone = tmp_path / work
         subprocess.run(["git", "clone", "-q", str(starter), str(clone)], check=True)
@@ -253,7 +255,7 @@ def test_classroom_score_over_the_factor_is_the_public_score(
         (tmp_path / f"home-{work}").mkdir()
         score, outputs = classroom_score(steps, clone, tmp_path / f"home-{work}")
         assert score == expected[work], work
-        assert Fraction(score, 4) == Fraction(public_score(clone, tmp_path)).limit_denominator(1000), work
+        assert Fraction(score, 8) == Fraction(public_score(clone, tmp_path)).limit_denominator(1000), work
         for said in outputs:  # grade exercise, FORCE_COLOR=true, into a pipe: colour, but no redraws
             assert "\r" not in said and not CURSOR_MOVES.search(said), said[-800:]
         assert not (clone / ".venv").exists()  # the setup found this Python ready: it installed nothing
