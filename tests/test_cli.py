@@ -153,7 +153,7 @@ def test_flags_are_frozen() -> None:
             "--roster",
             "-h",
         ],
-        "report": ["--anonymize", "--help", "--html", "--no-diagram", "-h"],
+        "report": ["--anonymize", "--help", "--html", "--no-diagram", "--wait", "-h"],
         "similarity": [
             "--against",
             "--anonymize",
@@ -162,6 +162,7 @@ def test_flags_are_frozen() -> None:
             "--html",
             "--submissions",
             "--threshold",
+            "--wait",
             "-h",
         ],
         "release": ["--help", "-h"],
