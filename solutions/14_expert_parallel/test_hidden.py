@@ -349,18 +349,7 @@ def dense_moe(
 def run_layer(world: World, reference, T: int, E: int, k: int, cf: float, seed: int) -> list[dict[str, Any]]:
     p, d = world.size, moe_inputs(world.size, T, E, k, cf, seed)
     local = E // p
-    inputs = [
-        {
-            "x": d["xs"][r],
-            "router_weight": d["router"],
-            "w1": d["w1"][r * local : (r + 1) * local],
-            "w2": d["w2"][r * local : (r + 1) * local],
-            "k": k,
-            "capacity_factor": cf,
-        }
-        for r in range(p)
-    ]
-    results = world.run("rank_programs:moe_layer", inputs=inputs, forbid=FORBID)
+    results = world.run("rank_programs:moe_layer", inputs=layer_inputs(p, d, E, k, cf), forbid=FORBID)
     dense = [dense_moe(reference, d, x) for x in d["xs"]]
     report = []
     for res in results:
