@@ -1,6 +1,7 @@
 """Hardening must not change an honest grade: the same submission scores the same with the sandbox on and off.
 
-Honest here means correct or partly correct: references, and bug-corpus mutants that keep some parts. The
+Honest here means correct or partly correct: references, and bug-corpus mutants that keep some parts (not
+those that hang: see ``_honest_submissions``). The
 whole corpus runs sandboxed in tests/test_bug_corpus.py (its expectations were written unsandboxed); this
 file compares every test's verdict and score both ways on a sample: every ``STRIDE``-th partly-correct mutant
 of every corpus, plus three references. ``DISTGPU_INVARIANCE_STRIDE=1`` compares them all (about an hour).
@@ -32,7 +33,11 @@ def _honest_submissions() -> list[Any]:
     partly_correct = [
         (path.stem, bug) for path in sorted(CORPUS.glob("*.yml")) for bug in yaml.safe_load(path.read_text())
     ]
-    partly_correct = [(d, bug) for d, bug in partly_correct if bug.get("keeps")]
+    # a hang would spend its timeouts twice here; the bug corpus grades every hang sandboxed against the
+    # verdicts its entries were written with unsandboxed
+    partly_correct = [
+        (d, bug) for d, bug in partly_correct if bug.get("keeps") and bug.get("verdict") != "timeout"
+    ]
     params = [pytest.param(d, bug, id=f"{d[:2]}-{bug['name']}") for d, bug in partly_correct[::STRIDE]]
     return params + [pytest.param(d, None, id=f"{d[:2]}-reference") for d in REFERENCES]
 
