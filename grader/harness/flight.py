@@ -14,8 +14,9 @@ binary (``struct``, little-endian), each led by its kind byte; a 0 byte ends the
 - ``x``: the cap was reached (or the file is full); later calls of the task are not recorded.
 
 A field that holds no plain int of its width (None, or whatever else student code passed) is stored as the
-width's smallest value and read back as None. Packing a record costs about a tenth of formatting it as text
-(docs/benchmarks.md, "What timing every call costs"): a rank may make thousands of calls a second.
+width's smallest value and read back as None. Packing a call's two records took 1.3 us where formatting
+them as JSON text took 9 us (docs/benchmarks.md, "Timing every call for space-time diagrams"): a rank may
+make thousands of calls a second.
 
 Times are ``time.monotonic()`` seconds: one clock for every process of a machine, so the ranks of a
 single-node world share it. The file is diagnostics, never grading: the rank writes it, and student code in
@@ -237,6 +238,9 @@ def read_flight(data: bytes) -> RankFlight:
 
 @dataclass
 class _Reading:
+    """``read_flight``'s place in ``data``, the names read so far and the calls, by index, that an ``e``
+    record may end."""
+
     data: bytes
     offset: int = 0
     flight: RankFlight = field(default_factory=RankFlight)
