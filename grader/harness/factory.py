@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from grader.core.sandbox import Sandbox, minimal_env
+from grader.harness.activity import Activity
 from grader.harness.zygote import BOOTSTRAP, MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
@@ -150,6 +151,15 @@ class RankFactory:
         pids = [r.pid for r in ranks if r.exitcode is None]
         if pids:
             self._request({"op": "signal", "pids": pids, "signal": int(signum), "group": group})
+
+    def activity(self, ranks: list[RankProcess]) -> dict[int, Activity] | None:
+        """Each live rank's process group by pid (``activity.group_activity``); None if unknown."""
+        pids = [r.pid for r in ranks if r.exitcode is None]
+        try:
+            found = self._request({"op": "activity", "pids": pids})["activity"]
+            return None if found is None else {int(pid): Activity.from_json(a) for pid, a in found.items()}
+        except (FactoryError, KeyError, TypeError, ValueError):
+            return None
 
     def close(self) -> None:
         """End the factory and, with a sandbox, every process inside it."""

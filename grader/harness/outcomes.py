@@ -127,13 +127,22 @@ class WorldTimeout(Exception):
         finished: list[int] | None = None,
         details: list[str] | None = None,
         places: dict[int, str] | None = None,
+        *,
+        still_s: float | None = None,
     ) -> None:
-        """``places``: where each stuck rank waits, as the message says it (``stacks.where_stuck``)."""
-        self.stuck, self.places = stuck or [], places or {}
+        """``places``: where each stuck rank waits, as the message says it (``stacks.where_stuck``).
+        ``still_s``: the world was found deadlocked (``world.STILL_S``) before the time limit."""
+        self.stuck, self.places, self.still_s = stuck or [], places or {}, still_s
         if stuck is None:
             super().__init__(str(timeout_s))
             return
-        head = f"timed out after {timeout_s:g} s: rank(s) {_ranks(stuck)} still running"
+        if still_s is None:
+            head = f"timed out after {timeout_s:g} s: rank(s) {_ranks(stuck)} still running"
+        else:
+            head = (
+                f"deadlocked (no rank used the CPU for {still_s:g} s: waiting out the {timeout_s:g} s limit "
+                f"would change nothing): rank(s) {_ranks(stuck)} still running"
+            )
         if finished:
             head += (
                 f"; rank(s) {_ranks(finished)} finished (a collective or send/recv not every rank reached?)"

@@ -290,6 +290,11 @@ class NodeRankFactory:
         except FactoryError:
             return ""
 
+    def activity(self, ranks: list[RankProcess]) -> None:
+        """Nothing: across nodes a rank may sleep while its bytes cross the network, so a world that looks
+        still is not known to be deadlocked; a multi-node hang waits out its time limit."""
+        return None
+
     def read_bytes(self, path: Path, limit: int) -> bytes:
         """The first ``limit`` bytes of a file the node's ranks wrote (a flight file); b'' if unreadable."""
         try:

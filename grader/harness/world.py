@@ -18,6 +18,7 @@ from typing import Any
 
 from grader.core.sandbox import RankLimits, Sandbox
 from grader.harness import wire
+from grader.harness.activity import Activity
 from grader.harness.factory import FactoryError, RankFactory, RankProcess
 from grader.harness.flight import MAX_FLIGHT_BYTES
 from grader.harness.outcomes import (
@@ -34,6 +35,11 @@ from grader.harness.worker import WorkerSpec
 
 MAX_REPLY_BYTES = 1 << 30
 STACK_DUMP_WAIT_S = 1.0
+STILL_S = 2.0
+"""A world none of whose threads ran, could run or waited on the disk, and whose CPU time did not grow, for
+this long is deadlocked: each rank sleeps until another acts, so waiting out the test's time limit changes
+nothing. No reference sleeps; a submission that sleeps this long inside a task is judged hung."""
+STILL_CHECK_S = 0.5
 START_TIMEOUT_S = 120.0
 MAX_LINGERING = 32
 """Threads and child processes a rank may keep running after a task and still serve the next test. A few
@@ -209,17 +215,23 @@ class LiveRanks:
 
     # Any: ranks' decoded replies (worker._run_task's), their fields read by name
     def _collect(self, deadline: float) -> dict[int, Any] | None:
-        """Wait for one reply per rank. ``None`` on deadline; ``WorldCrashed`` when a rank dies first."""
+        """Wait for one reply per rank. ``None`` on deadline, or once the world is still (``Stillness``:
+        ``self.still_s`` says so); ``WorldCrashed`` when a rank dies first."""
         replies: dict[int, Any] = {}
         self._answered = replies  # what the finished ranks said, for the timeout's report
         self._pending = [r for r in self._ranks]
+        self.still_s: float | None = None
+        stillness = Stillness(self._ranks)
         while self._pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             handles = [r.replies for r in self._pending] + [r.process.sentinel for r in self._pending]
-            for ready in wait(handles, timeout=remaining):
+            for ready in wait(handles, timeout=min(remaining, STILL_CHECK_S)):
                 self._take(ready, replies)
+            if self._pending and stillness.still_for() >= STILL_S:
+                self.still_s = STILL_S
+                return None
         return replies
 
     # Any: ranks' decoded replies (worker._run_task's), their fields read by name
@@ -273,7 +285,49 @@ class LiveRanks:
             cause = failure(failed, self.size)
             lines.insert(0, f"  first, rank {cause.rank}/{self.size} raised {cause}")
         self.kill()
-        return WorldTimeout(timeout_s, [r.spec.rank for r in stuck], finished, lines, places)
+        stuck_ranks = [r.spec.rank for r in stuck]
+        return WorldTimeout(timeout_s, stuck_ranks, finished, lines, places, still_s=self.still_s)
+
+
+class Stillness:
+    """How long a world has been still, as its factory sees it at each ``still_for``: no thread of any rank
+    running, runnable or waiting on the disk, the same threads, and no more CPU than ``IDLE_CPU_S`` a
+    second per rank (an idle gloo rank's own timers use about 1 ms a second: measured, 2 ranks blocked in
+    ``dist.recv``)."""
+
+    IDLE_CPU_S = 0.005
+
+    def __init__(self, ranks: list[_Rank]) -> None:
+        self._ranks = ranks
+        self._start: dict[int, Activity] | None = None
+        self._since = 0.0
+
+    def still_for(self) -> float:
+        """Seconds the world has been still, as of now (0 when it is not, or its factory cannot say)."""
+        now = time.monotonic()
+        sample = self._sample()
+        start = self._start
+        if sample is None or start is None or not self._quiet_since(start, sample, now - self._since):
+            self._start, self._since = sample, now
+            return 0.0
+        return now - self._since
+
+    def _quiet_since(self, start: dict[int, Activity], now: dict[int, Activity], seconds: float) -> bool:
+        if start.keys() != now.keys() or any(now[p].threads != start[p].threads for p in now):
+            return False
+        ran_ns = sum(max(0, now[p].cpu_ns - start[p].cpu_ns) for p in now)
+        return ran_ns <= self.IDLE_CPU_S * 1e9 * seconds * len(now)
+
+    def _sample(self) -> dict[int, Activity] | None:
+        """Every rank's activity by pid, when they all share one local factory; None while anything is
+        busy or cannot be read."""
+        factories = {r.factory for r in self._ranks}
+        if len(factories) != 1:
+            return None
+        found = factories.pop().activity([r.process for r in self._ranks])
+        if found is None or any(a.busy for a in found.values()):
+            return None
+        return found
 
 
 # Any: ranks' decoded replies (worker._run_task's), their fields read by name

@@ -9,6 +9,8 @@ with the bootstrap below. It speaks over one SOCK_SEQPACKET Unix socket, one JSO
   reports it: negative for a signal) to the status pipe and closes it; the judge waits on that pipe.
 - ``{"op": "signal", "pids": [...], "signal": S, "group": bool}`` -> ``{"ok": true}``. Pids are as this
   process sees them (its pid namespace); only its own ranks can be signalled.
+- ``{"op": "activity", "pids": [...]}`` -> ``{"activity": {"PID": [cpu_ns, threads, busy], ...}}`` (or
+  null): each rank's process group as ``activity.group_activity`` reads it, for the judge's deadlock check.
 
 When the judge's end of the socket closes, every rank is killed and the factory exits.
 """
@@ -16,6 +18,7 @@ When the judge's end of the socket closes, every rank is killed and the factory 
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -27,6 +30,8 @@ import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
+
+from grader.harness.activity import group_activity
 
 MAX_MESSAGE_BYTES = 1 << 20
 FORK_ATTEMPTS = 10
@@ -127,6 +132,9 @@ class Factory:
                 for fd in fds:
                     os.close(fd)
                 return {"error": f"could not start a rank: {exc}"}
+        if request["op"] == "activity":
+            found = group_activity([pid for pid in request["pids"] if pid in self.children])
+            return {"activity": None if found is None else {str(g): a.to_json() for g, a in found.items()}}
         self._signal(request["pids"], request["signal"], request["group"])
         return {"ok": True}
 
@@ -152,6 +160,10 @@ class Factory:
         """``os.fork`` once what ended ranks left behind is gone (killed, then reaped here: its pids are free
         only then), retried for a while should the pid limit still be reached."""
         self._await_leftovers(LEFTOVER_WAIT_S)
+        # What the factory holds (torch, the harness) moves out of the collector's reach: a rank's first
+        # collections would otherwise walk every one of those objects, writing to each page it touches and
+        # so copying it (Python's gc docs, gc.freeze: "If a process will fork() without exec() ...").
+        gc.freeze()
         for attempt in range(1, FORK_ATTEMPTS):
             try:
                 return os.fork()
