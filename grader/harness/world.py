@@ -35,6 +35,8 @@ from grader.harness.worker import WorkerSpec
 
 MAX_REPLY_BYTES = 1 << 30
 STACK_DUMP_WAIT_S = 1.0
+"""The longest a hang's report waits for the stuck ranks' stack dumps (a rank may ignore SIGUSR1)."""
+STACK_POLL_S = 0.1
 STILL_S = 2.0
 """A world none of whose threads ran, could run or waited on the disk, and whose CPU time did not grow, for
 this long is deadlocked: each rank sleeps until another acts, so waiting out the test's time limit changes
@@ -272,7 +274,7 @@ class LiveRanks:
                 )
             except FactoryError:
                 pass  # no stacks from there this time; the kill below ends that factory
-        time.sleep(STACK_DUMP_WAIT_S)
+        _await_stacks(stuck)
         finished = sorted(set(range(self.size)) - {r.spec.rank for r in stuck})
         ranks_by_place: dict[str, list[int]] = {}
         for rank in stuck:
@@ -287,6 +289,19 @@ class LiveRanks:
         self.kill()
         stuck_ranks = [r.spec.rank for r in stuck]
         return WorldTimeout(timeout_s, stuck_ranks, finished, lines, places, still_s=self.still_s)
+
+
+def _await_stacks(stuck: list[_Rank]) -> None:
+    """Until every stuck rank's stack dump is written: its file holds text and stopped growing (faulthandler
+    writes it from the signal handler, at once), or ``STACK_DUMP_WAIT_S`` has passed."""
+    deadline = time.monotonic() + STACK_DUMP_WAIT_S
+    sizes: list[int] = []
+    while time.monotonic() < deadline:
+        time.sleep(STACK_POLL_S)
+        now = [len(r.factory.read(r.spec.stack_path)) for r in stuck]
+        if now == sizes and all(now):
+            return
+        sizes = now
 
 
 class Stillness:
