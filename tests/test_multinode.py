@@ -24,7 +24,7 @@ from grader.runners.local import LocalRunner
 
 pytestmark = pytest.mark.slow  # end to end: skipped by the fast tier, scripts/test -m 'not slow'
 
-TWO_NODES = ("world_sizes: [2, 3], timeout: 4}", "world_sizes: [2, 4], timeout: 4, nodes: 2}")
+TWO_NODES = ("world_sizes: [2, 3], timeout: 8}", "world_sizes: [2, 4], timeout: 4, nodes: 2}")
 
 
 @pytest.fixture

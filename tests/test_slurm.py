@@ -264,7 +264,7 @@ def test_dry_run_prints_what_would_be_submitted_and_submits_nothing(
     course = edited_course("timeout: 60", "timeout: 60\n        memory_gb: 16")
     path = course.root / "course.yml"
     gpu_part = "world_sizes: [2, 4], timeout: 4, nodes: 2, device: gpu}"
-    path.write_text(SLURM_COURSE + path.read_text().replace("world_sizes: [2, 3], timeout: 4}", gpu_part))
+    path.write_text(SLURM_COURSE + path.read_text().replace("world_sizes: [2, 3], timeout: 8}", gpu_part))
     subs, out = tmp_path / "subs", tmp_path / "out"
     subs.mkdir()
     make_batch(subs, course)
@@ -293,7 +293,7 @@ def test_a_multi_node_part_runs_its_ranks_on_every_node_of_the_allocation(
 ) -> None:  # type: ignore[no-untyped-def]
     """Partition `multi` has two nodes (two slurmd on this host): the 4-rank world gets 2 ranks on each,
     each node's rank factory started by `srun --overlap` inside the job."""
-    course = edited_course("world_sizes: [2, 3], timeout: 4}", "world_sizes: [2, 4], timeout: 4, nodes: 2}")
+    course = edited_course("world_sizes: [2, 3], timeout: 8}", "world_sizes: [2, 4], timeout: 4, nodes: 2}")
     subs, out = tmp_path / "subs", tmp_path / "out"
     reference = course.solution_dir(course.find("toy")) / "toy.py"
     for student, source in {
