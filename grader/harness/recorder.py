@@ -10,8 +10,7 @@ diagrams: diagnostics only, which no grade reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -177,24 +176,30 @@ def tensor_bytes(args: tuple[object, ...], kwargs: Mapping[str, object]) -> int:
     return total
 
 
-@contextmanager
-def nested() -> Iterator[bool]:
-    """Track wrapper nesting; yields True for the outermost wrapped call."""
-    RECORDER.depth += 1
-    try:
-        yield RECORDER.depth == 1
-    finally:
+class nested:
+    """Track wrapper nesting; gives True for the outermost wrapped call. A class, not a generator: every
+    wrapped call enters one (about 2 us a call less, thousands of calls a test)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> bool:
+        RECORDER.depth += 1
+        return RECORDER.depth == 1
+
+    def __exit__(self, *_: object) -> None:
         RECORDER.depth -= 1
 
 
-@contextmanager
-def accounted() -> Iterator[None]:
+class accounted:
     """Add what the call advances the groups' sequence numbers by to what the wrappers let through."""
-    before = _sequence_total()
-    try:
-        yield
-    finally:
-        RECORDER.accounted += _sequence_total() - before
+
+    __slots__ = ("before",)
+
+    def __enter__(self) -> None:
+        self.before = _sequence_total()
+
+    def __exit__(self, *_: object) -> None:
+        RECORDER.accounted += _sequence_total() - self.before
 
 
 # ---------------------------------------------------------------------------------------------------------
