@@ -45,12 +45,12 @@ def group_activity(groups: list[int], proc: Path = PROC) -> dict[int, Activity] 
         if not entry.name.isdigit():
             continue
         fields = _stat_fields(entry / "stat")
-        if fields is None or int(fields[2]) not in wanted:
+        if fields is None or (group := int(fields[2])) not in wanted:
             continue
         threads = _threads(entry)
         if threads is None:
             return None
-        group, before = int(fields[2]), found.get(int(fields[2]), Activity(0, 0, False))
+        before = found.get(group, Activity(0, 0, False))
         found[group] = Activity(
             before.cpu_ns + sum(ns for ns, _ in threads),
             before.threads + len(threads),

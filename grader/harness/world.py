@@ -99,6 +99,8 @@ class LiveRanks:
         self.factories = factories
         self._ranks: list[_Rank] = []
         self._answered: dict[int, Any] = {}
+        self.still_s: float | None = None
+        """Set when the last task's world was found still (``Stillness``): the hang was a deadlock."""
         self.start_seconds = 0.0
         self.retired = False
         """Set when a task left too much running in a rank: the world serves no further test, and is stopped
@@ -222,7 +224,7 @@ class LiveRanks:
         replies: dict[int, Any] = {}
         self._answered = replies  # what the finished ranks said, for the timeout's report
         self._pending = [r for r in self._ranks]
-        self.still_s: float | None = None
+        self.still_s = None
         stillness = Stillness(self._ranks)
         while self._pending:
             remaining = deadline - time.monotonic()
