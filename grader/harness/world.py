@@ -37,11 +37,14 @@ MAX_REPLY_BYTES = 1 << 30
 STACK_DUMP_WAIT_S = 1.0
 """The longest a hang's report waits for the stuck ranks' stack dumps (a rank may ignore SIGUSR1)."""
 STACK_POLL_S = 0.1
+"""How often the report looks at the dump files: a rank writes its stack within a poll or two when it runs."""
 STILL_S = 2.0
 """A world none of whose threads ran, could run or waited on the disk, and whose CPU time did not grow, for
 this long is deadlocked: each rank sleeps until another acts, so waiting out the test's time limit changes
 nothing. No reference sleeps; a submission that sleeps this long inside a task is judged hung."""
 STILL_CHECK_S = 0.5
+"""How often a waiting judge asks the factory whether the world is still: a deadlock is reported within
+``STILL_S`` plus this of its start, and a task that answers sooner is never asked about."""
 START_TIMEOUT_S = 120.0
 MAX_LINGERING = 32
 """Threads and child processes a rank may keep running after a task and still serve the next test. A few
